@@ -1,0 +1,11 @@
+//! The build pipeline: a folder of one month's RFB zips in, a registry dataset and its report out.
+//!
+//! Lookups are read first (they label everything else); then every main member streams through
+//! parse → normalize → Arrow batches on a rayon pool, into one writer thread that appends them to
+//! the loader. Memory is bounded by the batch size and the channel depth, never by the input.
+
+mod pipeline;
+mod report;
+
+pub use pipeline::{BuildError, BuildOptions, NoObserver, Observer, build};
+pub use report::{BuildReport, FileReport};

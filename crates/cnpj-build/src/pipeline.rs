@@ -1,0 +1,607 @@
+//! The staged build: list and recognise the zips, read the lookups, stream the main members in
+//! parallel into the loader, transform, reconcile, commit.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::time::Instant;
+
+use cnpj_load::{
+    Batch, EmpresaBatch, EstabelecimentoBatch, FileCounts, LabelBatch, LoadError, Loader,
+    MunicipioBatch, Provenance, RegimeBatch, RejectBatch, SimplesBatch, SocioBatch, SourceFile,
+};
+use cnpj_model::FileKind;
+use cnpj_model::rows::{
+    EmpresaRow, EstabelecimentoRow, LookupRow, RegimeRow, RejectRow, SimplesRow, SocioRow,
+};
+use cnpj_normalize::{LabelSet, Normalizer, Reject, TaxRegimeColumns, municipio, record_hash};
+use cnpj_parse::{Member, ParseError, Record, Records, list_members, read_member};
+use rayon::prelude::*;
+
+use crate::report::{
+    BuildReport, FileReport, TableRows, Timings, UntranslatedCode, source_month, utc_now,
+};
+
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    pub input: PathBuf,
+    pub db: PathBuf,
+    /// DuckDB's memory limit, e.g. `"2GB"`.
+    pub memory_limit: String,
+    /// Rows per Arrow batch handed to the loader.
+    pub batch_rows: usize,
+}
+
+impl BuildOptions {
+    pub fn new(input: impl Into<PathBuf>, db: impl Into<PathBuf>) -> BuildOptions {
+        BuildOptions {
+            input: input.into(),
+            db: db.into(),
+            memory_limit: "2GB".into(),
+            batch_rows: 32_768,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot read the input folder {path}: {source}")]
+    Input {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the input folder {path} is missing required tables: {missing}")]
+    Missing { path: PathBuf, missing: String },
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    #[error("{zip} ({member}) is damaged near line {line}: {source}")]
+    Damaged {
+        zip: String,
+        member: String,
+        line: u64,
+        source: std::io::Error,
+    },
+    #[error("{zip} ({member}): {reason}")]
+    Header {
+        zip: String,
+        member: String,
+        reason: String,
+    },
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("the loader stopped before the end of the input")]
+    LoaderGone,
+}
+
+/// Hooks for progress display; every method has a no-op default.
+pub trait Observer: Sync {
+    fn stage(&self, _name: &str) {}
+    fn file_started(&self, _id: i32, _name: &str, _bytes: u64) {}
+    fn file_progress(&self, _id: i32, _bytes: u64, _rows: u64) {}
+    fn file_finished(&self, _id: i32, _rows: u64) {}
+}
+
+#[derive(Debug)]
+pub struct NoObserver;
+impl Observer for NoObserver {}
+
+/// Sorts names so that digit runs compare as numbers (`Estabelecimentos2` before `Estabelecimentos10`).
+fn natural_key(name: &str) -> Vec<(String, u64)> {
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            let mut n = c.to_digit(10).map_or(0, u64::from);
+            while let Some(d) = chars.peek().and_then(|d| d.to_digit(10)) {
+                n = n.saturating_mul(10).saturating_add(u64::from(d));
+                chars.next();
+            }
+            key.push((std::mem::take(&mut text), n));
+        } else {
+            text.push(c);
+        }
+    }
+    key.push((text, 0));
+    key
+}
+
+fn zip_name(m: &Member) -> String {
+    m.zip
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Every recognised member of the folder's zips, in reading order; and the zips that were skipped.
+fn discover(input: &Path) -> Result<(Vec<Member>, Vec<String>), BuildError> {
+    let entries = std::fs::read_dir(input).map_err(|source| BuildError::Input {
+        path: input.to_owned(),
+        source,
+    })?;
+    let mut zips = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|source| BuildError::Input {
+                path: input.to_owned(),
+                source,
+            })?
+            .path();
+        let is_zip = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("zip"));
+        if is_zip && path.is_file() {
+            zips.push(path);
+        }
+    }
+    let mut members = Vec::new();
+    let mut ignored = Vec::new();
+    for zip in zips {
+        match list_members(&zip) {
+            Ok(found) => members.extend(found),
+            Err(ParseError::Unrecognised { path }) => {
+                tracing::warn!(zip = %path.display(), "no member of a known kind: skipped");
+                ignored.push(path.display().to_string());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    members.sort_by_cached_key(|m| (natural_key(&zip_name(m)), natural_key(&m.name)));
+    let present: HashSet<FileKind> = members.iter().map(|m| m.kind).collect();
+    let missing: Vec<&str> = FileKind::ALL
+        .iter()
+        .filter(|k| k.required() && !present.contains(k))
+        .map(|k| k.name())
+        .collect();
+    if !missing.is_empty() {
+        return Err(BuildError::Missing {
+            path: input.to_owned(),
+            missing: missing.join(", "),
+        });
+    }
+    ignored.sort();
+    Ok((members, ignored))
+}
+
+/// A record as it stood, decoded from Latin-1 with every field quoted (the RFB form).
+fn verbatim(rec: Record<'_>) -> String {
+    let fields: Vec<String> = rec
+        .iter()
+        .map(|f| {
+            let text: String = f.iter().map(|&b| char::from(b)).collect();
+            format!("\"{}\"", text.replace('"', "\"\""))
+        })
+        .collect();
+    fields.join(";")
+}
+
+/// Reads one member record by record, handing each (with its line and 1-based index, and the
+/// tax-regime columns when the file has a header) to `each`. Stream errors become [`BuildError::Damaged`].
+fn stream(
+    member: &Member,
+    observer: &dyn Observer,
+    id: i32,
+    mut each: impl FnMut(Record<'_>, u64, u64, Option<TaxRegimeColumns>) -> Result<(), BuildError>,
+) -> Result<u64, BuildError> {
+    let zip = zip_name(member);
+    observer.file_started(id, &format!("{zip} ({})", member.name), member.size);
+    let count = read_member(member, |reader| -> Result<u64, BuildError> {
+        let tax = member.kind == FileKind::TaxRegime;
+        let mut records = if tax {
+            Records::tax_regime(reader)
+        } else {
+            Records::rfb(reader)
+        };
+        let damaged = |line: u64, source| BuildError::Damaged {
+            zip: zip.clone(),
+            member: member.name.clone(),
+            line,
+            source,
+        };
+        let cols = if tax {
+            let header = records.headers().map_err(|e| damaged(1, e))?;
+            Some(
+                TaxRegimeColumns::from_header(&header).map_err(|reason| BuildError::Header {
+                    zip: zip.clone(),
+                    member: member.name.clone(),
+                    reason,
+                })?,
+            )
+        } else {
+            None
+        };
+        loop {
+            match records.advance() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Err(damaged(records.line(), e)),
+            }
+            let (line, n) = (records.line(), records.count());
+            each(records.record(), line, n, cols)?;
+            if n % 65_536 == 0 {
+                observer.file_progress(id, records.bytes(), n);
+            }
+        }
+        observer.file_progress(id, records.bytes(), records.count());
+        Ok(records.count())
+    })??;
+    observer.file_finished(id, count);
+    Ok(count)
+}
+
+/// A main table's row and batch builder.
+trait Sink: Send {
+    fn push(
+        &mut self,
+        n: &mut Normalizer<'_>,
+        rec: Record<'_>,
+        cols: Option<TaxRegimeColumns>,
+        at: Provenance,
+    ) -> Result<(), Reject>;
+    fn len(&self) -> usize;
+    fn take(&mut self) -> Batch;
+}
+
+macro_rules! sink {
+    ($name:ident, $row:ty, $batch:ty, |$n:ident, $rec:ident, $cols:ident, $out:ident| $normalize:expr) => {
+        #[derive(Default)]
+        struct $name {
+            row: $row,
+            batch: $batch,
+        }
+
+        impl Sink for $name {
+            fn push(
+                &mut self,
+                $n: &mut Normalizer<'_>,
+                $rec: Record<'_>,
+                $cols: Option<TaxRegimeColumns>,
+                at: Provenance,
+            ) -> Result<(), Reject> {
+                let $out = &mut self.row;
+                $normalize?;
+                self.batch.push(&self.row, at);
+                Ok(())
+            }
+            fn len(&self) -> usize {
+                self.batch.len()
+            }
+            fn take(&mut self) -> Batch {
+                self.batch.take()
+            }
+        }
+    };
+}
+
+sink!(Empresas, EmpresaRow, EmpresaBatch, |n, rec, _c, out| n
+    .empresa(&rec, out));
+sink!(
+    Estabelecimentos,
+    EstabelecimentoRow,
+    EstabelecimentoBatch,
+    |n, rec, _c, out| n.estabelecimento(&rec, out)
+);
+sink!(Socios, SocioRow, SocioBatch, |n, rec, _c, out| n
+    .socio(&rec, out));
+sink!(Simples, SimplesRow, SimplesBatch, |n, rec, _c, out| n
+    .simples(&rec, out));
+sink!(Regimes, RegimeRow, RegimeBatch, |n, rec, cols, out| n
+    .tax_regime(
+        &rec,
+        cols.expect("tax-regime files have a header"),
+        out
+    ));
+
+fn sink_for(kind: FileKind) -> Box<dyn Sink> {
+    match kind {
+        FileKind::Empresas => Box::<Empresas>::default(),
+        FileKind::Estabelecimentos => Box::<Estabelecimentos>::default(),
+        FileKind::Socios => Box::<Socios>::default(),
+        FileKind::Simples => Box::<Simples>::default(),
+        FileKind::TaxRegime => Box::<Regimes>::default(),
+        lookup => unreachable!("{lookup:?} is read before the main tables"),
+    }
+}
+
+/// Global reading order: the file's id in the high bits, the record's index in the low 40.
+fn provenance(id: i32, index: u64, rec: Record<'_>) -> Provenance {
+    Provenance {
+        source_file: id,
+        seq: (i64::from(id) << 40) | index as i64,
+        row_hash: record_hash(&rec),
+    }
+}
+
+fn send(tx: &SyncSender<Batch>, batch: Batch) -> Result<(), BuildError> {
+    tx.send(batch).map_err(|_| BuildError::LoaderGone)
+}
+
+/// Streams one main member into batches on `tx`; returns (rows read, rows rejected).
+fn load_member(
+    member: &Member,
+    id: i32,
+    municipios: &HashMap<String, String>,
+    batch_rows: usize,
+    tx: &SyncSender<Batch>,
+    observer: &dyn Observer,
+) -> Result<(u64, u64), BuildError> {
+    let mut normalizer = Normalizer::new(municipios);
+    let mut sink = sink_for(member.kind);
+    let mut rejects = RejectBatch::default();
+    let mut rejected = 0;
+    let read = stream(member, observer, id, |rec, line, index, cols| {
+        let at = provenance(id, index, rec);
+        match sink.push(&mut normalizer, rec, cols, at) {
+            Ok(()) if sink.len() >= batch_rows => send(tx, sink.take())?,
+            Ok(()) => {}
+            Err(reject) => {
+                rejected += 1;
+                rejects.push(&RejectRow {
+                    source_file: id,
+                    line: line as i64,
+                    reason: reject.to_string(),
+                    record: verbatim(rec),
+                });
+                if rejects.len() >= batch_rows {
+                    send(tx, rejects.take())?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    send(tx, sink.take())?;
+    send(tx, rejects.take())?;
+    Ok((read, rejected))
+}
+
+/// A lookup member read whole (lookups are small): its rows, first occurrence of a code kept.
+struct Lookup {
+    kind: FileKind,
+    rows: Vec<LookupRow>,
+    file: SourceFile,
+}
+
+fn read_lookup(
+    member: &Member,
+    id: i32,
+    seen: &mut HashMap<FileKind, HashMap<String, String>>,
+    rejects: &mut RejectBatch,
+    observer: &dyn Observer,
+) -> Result<Lookup, BuildError> {
+    let empty = HashMap::new();
+    let mut normalizer = Normalizer::new(&empty);
+    let codes = seen.entry(member.kind).or_default();
+    let (mut rows, mut counts, mut rejected) = (Vec::new(), FileCounts::default(), 0);
+    let mut row = LookupRow::default();
+    let read = stream(member, observer, id, |rec, line, _, _| {
+        match normalizer.lookup(member.kind, &rec, &mut row) {
+            Ok(()) => match codes.get(&row.code) {
+                Some(label) => {
+                    counts.duplicates += 1;
+                    counts.duplicates_differing += u64::from(*label != row.label);
+                }
+                None => {
+                    codes.insert(row.code.clone(), row.label.clone());
+                    counts.rows_loaded += 1;
+                    rows.push(row.clone());
+                }
+            },
+            Err(reject) => {
+                rejected += 1;
+                rejects.push(&RejectRow {
+                    source_file: id,
+                    line: line as i64,
+                    reason: reject.to_string(),
+                    record: verbatim(rec),
+                });
+            }
+        }
+        Ok(())
+    })?;
+    let file = SourceFile {
+        id,
+        zip: zip_name(member),
+        member: member.name.clone(),
+        kind: member.kind,
+        rows_read: read,
+        rows_rejected: rejected,
+        lookup_counts: Some(counts),
+    };
+    Ok(Lookup {
+        kind: member.kind,
+        rows,
+        file,
+    })
+}
+
+/// Builds the dataset of `opts.input` into `opts.db`. On any error the target is left untouched.
+pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport, BuildError> {
+    let started = Instant::now();
+    let mut timings = Timings::default();
+    observer.stage("reading the zips' directories");
+    let (members, ignored_files) = discover(&opts.input)?;
+    let ids: Vec<i32> = (1..=members.len() as i32).collect();
+
+    observer.stage("reading the lookup tables");
+    let mut seen = HashMap::new();
+    let mut lookup_rejects = RejectBatch::default();
+    let mut lookups = Vec::new();
+    for (member, &id) in members.iter().zip(&ids).filter(|(m, _)| m.kind.is_lookup()) {
+        lookups.push(read_lookup(
+            member,
+            id,
+            &mut seen,
+            &mut lookup_rejects,
+            observer,
+        )?);
+    }
+    let mut municipios = HashMap::new();
+    let mut municipio_batch = MunicipioBatch::default();
+    let mut tables: Vec<(FileKind, Vec<LookupRow>)> = Vec::new();
+    for lookup in &lookups {
+        if lookup.kind == FileKind::Municipios {
+            for row in &lookup.rows {
+                municipios.insert(row.code.clone(), row.label.clone());
+                municipio_batch.push(&municipio(row));
+            }
+        } else {
+            match tables.iter_mut().find(|(k, _)| *k == lookup.kind) {
+                Some((_, rows)) => rows.extend(lookup.rows.iter().cloned()),
+                None => tables.push((lookup.kind, lookup.rows.clone())),
+            }
+        }
+    }
+    let labels = LabelSet::build(&tables);
+    let mut label_batch = LabelBatch::default();
+    labels.rows.iter().for_each(|r| label_batch.push(r));
+    timings.lookups = started.elapsed().as_secs_f64();
+
+    let mut loader = Loader::create(&opts.db, &opts.memory_limit, rayon::current_num_threads())?;
+    for batch in [
+        label_batch.take(),
+        municipio_batch.take(),
+        lookup_rejects.take(),
+    ] {
+        loader.append(batch)?;
+    }
+
+    observer.stage("loading the main tables");
+    let load_started = Instant::now();
+    let mut main: Vec<(&Member, i32)> = members
+        .iter()
+        .zip(ids.iter().copied())
+        .filter(|(m, _)| !m.kind.is_lookup())
+        .collect();
+    // Biggest first keeps both cores busy to the end.
+    main.sort_by_key(|(m, _)| std::cmp::Reverse(m.size));
+    let (tx, rx) = sync_channel::<Batch>(4);
+    let (results, written) = std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> Result<Loader, LoadError> {
+            for batch in rx {
+                loader.append(batch)?;
+            }
+            Ok(loader)
+        });
+        let results: Vec<Result<SourceFile, BuildError>> = main
+            .par_iter()
+            .map_with(tx, |tx, &(member, id)| {
+                let (read, rejected) =
+                    load_member(member, id, &municipios, opts.batch_rows, tx, observer)?;
+                Ok(SourceFile {
+                    id,
+                    zip: zip_name(member),
+                    member: member.name.clone(),
+                    kind: member.kind,
+                    rows_read: read,
+                    rows_rejected: rejected,
+                    lookup_counts: None,
+                })
+            })
+            .collect();
+        (
+            results,
+            writer.join().expect("the writer thread does not panic"),
+        )
+    });
+    // A loader error explains a worker's LoaderGone, so it goes first.
+    let mut loader = written?;
+    let mut files: Vec<SourceFile> = lookups.into_iter().map(|l| l.file).collect();
+    for result in results {
+        files.push(result?);
+    }
+    files.sort_by_key(|f| f.id);
+    timings.load = load_started.elapsed().as_secs_f64();
+
+    observer.stage("deduplicating, indexing and reconciling");
+    let transform_started = Instant::now();
+    let summary = loader.transform(files)?;
+    timings.transform = transform_started.elapsed().as_secs_f64();
+
+    let folder = opts
+        .input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    let files: Vec<FileReport> = summary
+        .files
+        .iter()
+        .map(|(f, c)| FileReport {
+            zip: f.zip.clone(),
+            member: f.member.clone(),
+            kind: f.kind,
+            rows_read: f.rows_read,
+            rows_loaded: c.rows_loaded,
+            rows_rejected: f.rows_rejected,
+            duplicates: c.duplicates,
+            duplicates_differing: c.duplicates_differing,
+        })
+        .collect();
+    let sum = |f: fn(&FileReport) -> u64| files.iter().map(f).sum::<u64>();
+    let mut report = BuildReport {
+        source_month: source_month(&folder, &names),
+        built_at: utc_now(),
+        input: opts.input.display().to_string(),
+        dataset: opts.db.display().to_string(),
+        rows_read: sum(|f| f.rows_read),
+        rows_loaded: sum(|f| f.rows_loaded),
+        rows_rejected: sum(|f| f.rows_rejected),
+        duplicates: sum(|f| f.duplicates),
+        duplicates_differing: sum(|f| f.duplicates_differing),
+        files,
+        ignored_files,
+        tables: summary
+            .tables
+            .iter()
+            .map(|(table, rows)| TableRows {
+                table: table.clone(),
+                rows: *rows,
+            })
+            .collect(),
+        estabelecimentos_sem_empresa: summary.estabelecimentos_sem_empresa,
+        unknown_codes: summary.unknown_codes,
+        untranslated: labels
+            .untranslated
+            .iter()
+            .map(UntranslatedCode::from)
+            .collect(),
+        seconds: timings,
+    };
+    report.seconds.total = started.elapsed().as_secs_f64();
+    let json = serde_json::to_string(&report).expect("the report serializes");
+    loader.commit(&[
+        ("format_version", "1".to_owned()),
+        (
+            "source_month",
+            report.source_month.clone().unwrap_or_default(),
+        ),
+        ("built_at", report.built_at.clone()),
+        ("report", json),
+    ])?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order_compares_digit_runs_as_numbers() {
+        let mut names = vec![
+            "Estabelecimentos10.zip",
+            "Estabelecimentos2.zip",
+            "Estabelecimentos0.zip",
+            "Empresas1.zip",
+        ];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(
+            names,
+            vec![
+                "Empresas1.zip",
+                "Estabelecimentos0.zip",
+                "Estabelecimentos2.zip",
+                "Estabelecimentos10.zip"
+            ]
+        );
+    }
+}

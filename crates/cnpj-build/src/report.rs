@@ -1,0 +1,154 @@
+//! The build report (contract §8): per source file rows read, loaded, rejected and duplicated;
+//! unknown and untranslated codes; the source month; timings.
+
+use cnpj_load::UnknownCode;
+use cnpj_model::FileKind;
+use cnpj_normalize::Untranslated;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BuildReport {
+    pub source_month: Option<String>,
+    pub built_at: String,
+    pub input: String,
+    pub dataset: String,
+    pub files: Vec<FileReport>,
+    /// Zips in the input folder that are not part of a dump (skipped).
+    pub ignored_files: Vec<String>,
+    /// Rows per served table.
+    pub tables: Vec<TableRows>,
+    pub rows_read: u64,
+    pub rows_loaded: u64,
+    pub rows_rejected: u64,
+    pub duplicates: u64,
+    pub duplicates_differing: u64,
+    pub estabelecimentos_sem_empresa: u64,
+    pub unknown_codes: Vec<UnknownCode>,
+    pub untranslated: Vec<UntranslatedCode>,
+    pub seconds: Timings,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FileReport {
+    pub zip: String,
+    pub member: String,
+    pub kind: FileKind,
+    pub rows_read: u64,
+    pub rows_loaded: u64,
+    pub rows_rejected: u64,
+    pub duplicates: u64,
+    pub duplicates_differing: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TableRows {
+    pub table: String,
+    pub rows: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct UntranslatedCode {
+    pub table: &'static str,
+    pub code: String,
+    pub locale: &'static str,
+}
+
+impl From<&Untranslated> for UntranslatedCode {
+    fn from(u: &Untranslated) -> Self {
+        UntranslatedCode {
+            table: u.table,
+            code: u.code.clone(),
+            locale: u.locale.code(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    pub lookups: f64,
+    pub load: f64,
+    pub transform: f64,
+    pub total: f64,
+}
+
+/// `YYYY-MM` of the dump: from the input folder's name when it is one (`2026-03`), else from the
+/// date code of a member name (`K3241.K03200Y0.D60314.EMPRECSV` → written 2026-03-14 → `2026-03`).
+pub fn source_month(folder: &str, members: &[&str]) -> Option<String> {
+    let b = folder.as_bytes();
+    if b.len() == 7 && b[4] == b'-' && b[..4].iter().chain(&b[5..]).all(u8::is_ascii_digit) {
+        return Some(folder.to_owned());
+    }
+    members.iter().find_map(|m| {
+        m.split('.').find_map(|part| {
+            let code = part.strip_prefix('D')?;
+            let d = code.as_bytes();
+            (d.len() == 5
+                && d.iter().all(u8::is_ascii_digit)
+                && code[1..3]
+                    .parse::<u8>()
+                    .is_ok_and(|m| (1..=12).contains(&m)))
+            .then(|| format!("202{}-{}", &code[..1], &code[1..3]))
+        })
+    })
+}
+
+/// Now, as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // H. Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(folder: &str, members: &[&str], expected: Option<&str>) {
+        assert_eq!(
+            source_month(folder, members).as_deref(),
+            expected,
+            "{folder} {members:?}"
+        );
+    }
+
+    #[test]
+    fn month_from_folder_or_member_date_code() {
+        check("2026-03", &["x"], Some("2026-03"));
+        check(
+            "sample",
+            &["K3241.K03200Y0.D60314.EMPRECSV"],
+            Some("2026-03"),
+        );
+        check(
+            "sample",
+            &["F.K03200$W.SIMPLES.CSV.D60913"],
+            Some("2026-09"),
+        );
+        check("sample", &["Empresas0"], None);
+        check("2026-3", &["K3241.K03200Y0.D61314.EMPRECSV"], None);
+    }
+
+    #[test]
+    fn now_is_well_formed() {
+        let now = utc_now();
+        assert_eq!(now.len(), 20, "{now}");
+        assert!(now.starts_with("20") && now.ends_with('Z'), "{now}");
+    }
+}

@@ -1,0 +1,70 @@
+//! Progress bars (indicatif) for the build: one per file being read, plus the current stage.
+//! Drawn on stderr only when it is a terminal and `--quiet` is off.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cnpj_build::Observer;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub struct Bars {
+    multi: MultiProgress,
+    stage: ProgressBar,
+    files: Mutex<HashMap<i32, ProgressBar>>,
+}
+
+impl Bars {
+    pub fn new(quiet: bool) -> Bars {
+        let target = if quiet {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let multi = MultiProgress::with_draw_target(target);
+        let stage = multi.add(ProgressBar::new_spinner());
+        stage.enable_steady_tick(std::time::Duration::from_millis(200));
+        Bars {
+            multi,
+            stage,
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn clear(&self) {
+        self.stage.finish_and_clear();
+        let _ = self.multi.clear();
+    }
+}
+
+impl Observer for Bars {
+    fn stage(&self, name: &str) {
+        tracing::info!(stage = name);
+        self.stage.set_message(name.to_owned());
+    }
+
+    fn file_started(&self, id: i32, name: &str, bytes: u64) {
+        let bar = self.multi.add(ProgressBar::new(bytes));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg:45!} {bytes:>10}/{total_bytes:<10} {bar:30} {prefix} rows {per_sec}",
+            )
+            .expect("a valid template"),
+        );
+        bar.set_message(name.to_owned());
+        self.files.lock().expect("not poisoned").insert(id, bar);
+    }
+
+    fn file_progress(&self, id: i32, bytes: u64, rows: u64) {
+        if let Some(bar) = self.files.lock().expect("not poisoned").get(&id) {
+            bar.set_position(bytes);
+            bar.set_prefix(rows.to_string());
+        }
+    }
+
+    fn file_finished(&self, id: i32, rows: u64) {
+        if let Some(bar) = self.files.lock().expect("not poisoned").remove(&id) {
+            tracing::info!(file = %bar.message(), rows, "read");
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! End-to-end tests of `cnpj-etl`: real builds of the project's sample dump (every gotcha) and of
+//! the real RFB extract in `../shared` (when present), into real DuckDB files, checked through
+//! `show`, the build report and the dataset's own tables.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn sample_dump() -> PathBuf {
+    root().join("data/sample-dump")
+}
+
+fn etl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cnpj-etl"))
+        .args(args)
+        .output()
+        .expect("cnpj-etl runs")
+}
+
+struct Built {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    report: Value,
+}
+
+fn build(input: &Path) -> Built {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    let report = dir.path().join("report.json");
+    let out = etl(&[
+        "build",
+        "--quiet",
+        "--input",
+        input.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "build failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    Built {
+        _dir: dir,
+        db,
+        report,
+    }
+}
+
+fn show(db: &Path, locale: &str, cnpj: &str) -> String {
+    let out = etl(&[
+        "show",
+        "--db",
+        db.to_str().unwrap(),
+        "--locale",
+        locale,
+        cnpj,
+    ]);
+    assert!(
+        out.status.success(),
+        "show {cnpj}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
+    let conn = duckdb::Connection::open(db).unwrap();
+    let mut stmt = conn.prepare(sql).unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let count = r.as_ref().column_count();
+            (0..count)
+                .map(|i| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default))
+                .collect()
+        })
+        .unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+/// rows read = loaded + duplicates + rejected, per file, and the totals add up.
+fn assert_reconciles(report: &Value) {
+    let files = report["files"].as_array().unwrap();
+    assert!(!files.is_empty());
+    for f in files {
+        let n = |k: &str| f[k].as_u64().unwrap();
+        assert_eq!(
+            n("rows_read"),
+            n("rows_loaded") + n("duplicates") + n("rows_rejected"),
+            "{f}"
+        );
+    }
+    let total = |k: &str| files.iter().map(|f| f[k].as_u64().unwrap()).sum::<u64>();
+    for k in ["rows_read", "rows_loaded", "rows_rejected", "duplicates"] {
+        assert_eq!(report[k].as_u64().unwrap(), total(k), "{k}");
+    }
+}
+
+fn file<'a>(report: &'a Value, member_suffix: &str) -> &'a Value {
+    report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["member"].as_str().unwrap().ends_with(member_suffix))
+        .unwrap()
+}
+
+fn counts(f: &Value) -> [u64; 5] {
+    [
+        "rows_read",
+        "rows_loaded",
+        "rows_rejected",
+        "duplicates",
+        "duplicates_differing",
+    ]
+    .map(|k| f[k].as_u64().unwrap())
+}
+
+#[test]
+fn sample_dump_reconciles_file_by_file() {
+    let b = build(&sample_dump());
+    assert_reconciles(&b.report);
+    // read, loaded, rejected, duplicates, differing
+    assert_eq!(
+        counts(file(&b.report, "Y0.D60913.EMPRECSV")),
+        [11, 9, 1, 1, 0]
+    );
+    assert_eq!(
+        counts(file(&b.report, "Y1.D60913.EMPRECSV")),
+        [3, 1, 1, 1, 1]
+    );
+    assert_eq!(
+        counts(file(&b.report, "Y2.D60913.ESTABELE")),
+        [10, 8, 2, 0, 0]
+    );
+    assert_eq!(
+        counts(file(&b.report, "Y1.D60913.ESTABELE")),
+        [5, 3, 0, 2, 1]
+    );
+    assert_eq!(counts(file(&b.report, "SOCIOCSV")), [8, 6, 1, 1, 0]);
+    assert_eq!(
+        counts(file(&b.report, "SIMPLES.CSV.D60913")),
+        [4, 3, 0, 1, 1]
+    );
+    assert_eq!(
+        counts(file(&b.report, "Lucro Presumido 2024.csv")),
+        [2, 1, 1, 0, 0]
+    );
+    assert_eq!(counts(file(&b.report, "CNAECSV")), [1359, 1359, 0, 0, 0]);
+    assert_eq!(b.report["source_month"], "2026-09");
+    assert_eq!(b.report["estabelecimentos_sem_empresa"], 1);
+    let unknown: Vec<(String, String, u64)> = b.report["unknown_codes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["table"].as_str().unwrap().into(),
+                u["code"].as_str().unwrap().into(),
+                u["rows"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        unknown,
+        vec![
+            ("motivos".into(), "32".into(), 1),
+            ("paises".into(), "150".into(), 1),
+            ("qualificacoes".into(), "36".into(), 2)
+        ]
+    );
+    // The dataset's own tables agree with the report.
+    let stats = query(
+        &b.db,
+        "SELECT sum(rows_read)::VARCHAR, sum(rows_loaded)::VARCHAR, sum(duplicates)::VARCHAR, sum(rows_rejected)::VARCHAR FROM source_files",
+    );
+    assert_eq!(
+        stats[0],
+        [
+            b.report["rows_read"].to_string(),
+            b.report["rows_loaded"].to_string(),
+            b.report["duplicates"].to_string(),
+            b.report["rows_rejected"].to_string()
+        ]
+    );
+    let meta = query(
+        &b.db,
+        "SELECT value FROM metadata WHERE key = 'source_month'",
+    );
+    assert_eq!(meta, [["2026-09"]]);
+}
+
+#[test]
+fn rejects_are_kept_verbatim_with_file_line_and_reason() {
+    let b = build(&sample_dump());
+    let rejects = query(
+        &b.db,
+        "SELECT f.zip, r.line::VARCHAR, r.reason, r.record FROM rejects r JOIN source_files f ON f.id = r.source_file ORDER BY f.id, r.line",
+    );
+    let expected: Vec<[&str; 4]> = vec![
+        [
+            "Empresas0.zip",
+            "10",
+            "expected 7 fields, found 3",
+            r#""88999000";"SHORT ROW";"2062""#,
+        ],
+        [
+            "Empresas1.zip",
+            "4",
+            "invalid cnpj_basico \"AB12CD3!\": 8 characters of [0-9A-Z] expected",
+            r#""AB12CD3!";"BASE INVALIDA";"2062";"49";"1,00";"01";"""#,
+        ],
+        [
+            "Estabelecimentos2.zip",
+            "7",
+            "invalid CNPJ \"11222333000300\": wrong check digits: expected 43",
+            "",
+        ],
+        [
+            "Estabelecimentos2.zip",
+            "10",
+            "expected 30 fields, found 5",
+            r#""66777888";"0001";"00";"1";"CAMPOS A MENOS""#,
+        ],
+        [
+            "Lucro Presumido.zip",
+            "3",
+            "invalid CNPJ \"11.222.333/0001-99\": wrong check digits: expected 81",
+            "2024,11.222.333/0001-99,0,LUCRO PRESUMIDO,1",
+        ],
+        [
+            "Socios0.zip",
+            "7",
+            "expected 11 fields, found 5",
+            r#""44555666";"2";"PREFEITO";"***333444**";"10""#,
+        ],
+    ];
+    assert_eq!(rejects.len(), expected.len(), "{rejects:?}");
+    for (got, want) in rejects.iter().zip(&expected) {
+        assert_eq!(got[..3], want[..3]);
+        if !want[3].is_empty() && !want[3].contains(',') {
+            assert_eq!(got[3], want[3]);
+        }
+    }
+    // A tax-regime line is re-quoted field by field.
+    assert_eq!(
+        rejects[4][3],
+        r#""2024";"11.222.333/0001-99";"0";"LUCRO PRESUMIDO";"1""#
+    );
+}
+
+#[test]
+fn sample_dump_detail_records() {
+    let b = build(&sample_dump());
+    for (name, locale, cnpj) in [
+        (
+            "matriz_with_partners_and_regime",
+            "pt-br",
+            "11.222.333/0001-81",
+        ),
+        ("filial_accents_sentinels", "pt-br", "11222333000262"),
+        ("foreign_first_read_wins", "pt-br", "44555666000181"),
+        ("orphan_codes_bogus_date", "pt-br", "12345678000195"),
+        (
+            "alphanumeric_lower_case_in_dump",
+            "pt-br",
+            "ab.12c.d34/0001-84",
+        ),
+        ("mei_cpf_masked_unpadded_codes", "en", "22333444"),
+        ("company_missing_from_empresas", "es", "33444555000181"),
+        ("no_head_office_lowest_ordem", "pt-br", "77888999"),
+        ("head_office_by_basico", "es", "44555666"),
+        ("capital_sentinel_nul_byte", "en", "55666777000181"),
+    ] {
+        insta::assert_snapshot!(name, show(&b.db, locale, cnpj));
+    }
+}
+
+#[test]
+fn quoted_newline_and_unpadded_base_are_one_clean_row_each() {
+    let b = build(&sample_dump());
+    let rows = query(
+        &b.db,
+        "SELECT cnpj_basico, razao_social, CAST(capital_social AS VARCHAR) FROM empresas WHERE cnpj_basico IN ('99000111', '01234567', '77888999') ORDER BY 1",
+    );
+    assert_eq!(
+        rows,
+        [
+            ["01234567", "BASE SEM ZERO A ESQUERDA", "1.00"],
+            [
+                "77888999",
+                "PIO XII COMÉRCIO IMPORTAÇÃO E EXPORTAÇÃO EIRELI",
+                "50000.50"
+            ],
+            ["99000111", "QUEBRA DE LINHA LTDA", "1.00"],
+        ]
+    );
+}
+
+#[test]
+fn show_exit_codes() {
+    let b = build(&sample_dump());
+    let db = b.db.to_str().unwrap();
+    let missing = etl(&["show", "--db", db, "11444777000161"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("no company with CNPJ 11444777000161")
+    );
+    assert!(missing.stdout.is_empty());
+    let invalid = etl(&["show", "--db", db, "11222333000182"]);
+    assert_eq!(invalid.status.code(), Some(2));
+    let bad_locale = etl(&["show", "--db", db, "--locale", "fr", "11222333000181"]);
+    assert_eq!(bad_locale.status.code(), Some(2));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+fn failed_build(input: &Path, db: &Path) -> String {
+    let out = etl(&[
+        "build",
+        "--quiet",
+        "--input",
+        input.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "the build must fail");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn a_failed_build_names_the_file_and_leaves_the_dataset_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("2026-09");
+    copy_dir(&sample_dump(), &input);
+    let db = dir.path().join("registry.duckdb");
+    let ok = etl(&[
+        "build",
+        "--quiet",
+        "--input",
+        input.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(ok.status.success());
+    let before = std::fs::read(&db).unwrap();
+
+    // A damaged member: the deflate stream or the CRC no longer agree.
+    let zip = input.join("Estabelecimentos2.zip");
+    let mut bytes = std::fs::read(&zip).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x55;
+    bytes[at + 1] ^= 0x55;
+    std::fs::write(&zip, &bytes).unwrap();
+    let err = failed_build(&input, &db);
+    assert!(err.contains("Estabelecimentos2.zip"), "{err}");
+
+    // A missing required table.
+    std::fs::remove_file(&zip).unwrap();
+    std::fs::remove_file(input.join("Estabelecimentos10.zip")).unwrap();
+    let err = failed_build(&input, &db);
+    assert!(
+        err.contains("missing required tables: estabelecimentos"),
+        "{err}"
+    );
+
+    // Not a zip at all.
+    std::fs::write(input.join("Estabelecimentos0.zip"), b"<html>503</html>").unwrap();
+    let err = failed_build(&input, &db);
+    assert!(
+        err.contains("Estabelecimentos0.zip") && err.contains("not a readable zip"),
+        "{err}"
+    );
+
+    // An unreadable folder.
+    let err = failed_build(&dir.path().join("no-such-month"), &db);
+    assert!(err.contains("cannot read the input folder"), "{err}");
+
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the served dataset changed"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("building"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn real_extract_2026_builds_and_reconciles() {
+    let input = root().join("../shared/rfb/samples/real-extract-2026");
+    if !input.is_dir() {
+        eprintln!("skipping: {} is absent", input.display());
+        return;
+    }
+    let b = build(&input);
+    assert_reconciles(&b.report);
+    assert_eq!(b.report["source_month"], "2026-03");
+    assert_eq!(b.report["rows_rejected"], 0);
+    for kind in ["EMPRECSV", "ESTABELE", "SOCIOCSV", "SIMPLES.CSV.D60314"] {
+        assert_eq!(
+            counts(file(&b.report, kind))[..3],
+            [2000, 2000, 0],
+            "{kind}"
+        );
+    }
+    for (name, cnpj) in [
+        ("real_baixada_with_secondary_cnaes", "13810056000153"),
+        ("real_mercearia", "20518630000160"),
+        ("real_company_and_establishment", "57815224000179"),
+    ] {
+        let record = etl(&["show", "--db", b.db.to_str().unwrap(), cnpj]);
+        let text = if record.status.success() {
+            String::from_utf8(record.stdout).unwrap()
+        } else {
+            "not found".into()
+        };
+        insta::assert_snapshot!(name, text);
+    }
+}

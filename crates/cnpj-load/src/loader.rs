@@ -1,0 +1,321 @@
+//! The DuckDB loader: a temporary database file next to the target, appends, the SQL transform,
+//! reconciliation of counts, and the atomic rename that makes a finished build the served dataset.
+
+use std::path::{Path, PathBuf};
+
+use cnpj_model::FileKind;
+use duckdb::Connection;
+use serde::Serialize;
+
+use crate::batches::{Batch, staging_ddl, staging_tables};
+
+const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
+const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
+const UNKNOWN_CODES: &str = include_str!("../../../sql/duckdb/unknown_codes.sql");
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{context}: {source}")]
+    Db {
+        context: String,
+        source: duckdb::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
+    )]
+    Reconcile {
+        file: String,
+        read: u64,
+        loaded: u64,
+        duplicates: u64,
+        rejected: u64,
+    },
+}
+
+fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
+    let context = context.into();
+    move |source| LoadError::Db { context, source }
+}
+
+/// One source file (a zip member) of the build, as the pipeline read it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceFile {
+    pub id: i32,
+    pub zip: String,
+    pub member: String,
+    pub kind: FileKind,
+    pub rows_read: u64,
+    pub rows_rejected: u64,
+    /// Lookup tables are deduplicated by the pipeline, which gives their counts here.
+    #[serde(skip)]
+    pub lookup_counts: Option<FileCounts>,
+}
+
+/// What became of a file's rows in the dataset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FileCounts {
+    pub rows_loaded: u64,
+    pub duplicates: u64,
+    /// Duplicates whose raw content differs from the row that won.
+    pub duplicates_differing: u64,
+}
+
+/// A code met in the data but absent from its lookup table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnknownCode {
+    pub table: String,
+    pub code: String,
+    pub rows: u64,
+}
+
+/// The loader's part of the build report.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadSummary {
+    pub files: Vec<(SourceFile, FileCounts)>,
+    pub unknown_codes: Vec<UnknownCode>,
+    /// Establishments whose `cnpj_basico` is not in Empresas (loaded with empty company fields).
+    pub estabelecimentos_sem_empresa: u64,
+    /// Rows per served table.
+    pub tables: Vec<(String, u64)>,
+}
+
+/// Builds one dataset file. Dropping a loader that was not committed deletes its temporary file,
+/// so a failed build never touches the target.
+pub struct Loader {
+    conn: Option<Connection>,
+    tmp: PathBuf,
+    target: PathBuf,
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Loader({} -> {})",
+            self.tmp.display(),
+            self.target.display()
+        )
+    }
+}
+
+impl Loader {
+    /// Creates the temporary database beside `target` with the staging tables.
+    /// `memory_limit` is DuckDB's (e.g. `"2GB"`); `threads` its worker threads.
+    pub fn create(target: &Path, memory_limit: &str, threads: usize) -> Result<Loader, LoadError> {
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dataset".into());
+        let dir = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(LoadError::Io {
+                path: dir.to_owned(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the target's folder does not exist",
+                ),
+            });
+        }
+        let tmp = dir.join(format!(".{name}.building-{}", std::process::id()));
+        let mut loader = Loader {
+            conn: None,
+            tmp,
+            target: target.to_owned(),
+        };
+        loader.remove_tmp();
+        let conn = Connection::open(&loader.tmp)
+            .map_err(db(format!("cannot create {}", loader.tmp.display())))?;
+        let mut setup = format!(
+            "SET memory_limit = '{memory_limit}'; SET threads = {threads}; SET preserve_insertion_order = false;"
+        );
+        for (table, schema) in staging_tables() {
+            setup.push_str(&staging_ddl(table, &schema));
+            setup.push(';');
+        }
+        conn.execute_batch(&setup)
+            .map_err(db("creating the staging tables"))?;
+        loader.conn = Some(conn);
+        Ok(loader)
+    }
+
+    fn conn(&self) -> &Connection {
+        self.conn
+            .as_ref()
+            .expect("the connection lives until commit")
+    }
+
+    /// Appends one batch to its staging table.
+    pub fn append(&mut self, batch: Batch) -> Result<(), LoadError> {
+        if batch.data.num_rows() == 0 {
+            return Ok(());
+        }
+        let mut appender = self
+            .conn()
+            .appender(batch.table)
+            .map_err(db(format!("appending to {}", batch.table)))?;
+        appender
+            .append_record_batch(batch.data)
+            .map_err(db(format!("appending to {}", batch.table)))?;
+        appender
+            .flush()
+            .map_err(db(format!("appending to {}", batch.table)))
+    }
+
+    /// Builds the served tables and indexes, then checks that, for every file, rows read =
+    /// loaded + duplicates + rejected.
+    pub fn transform(&mut self, files: Vec<SourceFile>) -> Result<LoadSummary, LoadError> {
+        let conn = self.conn();
+        conn.execute_batch(TRANSFORM).map_err(db(
+            "transforming the staging tables (sql/duckdb/transform.sql)",
+        ))?;
+        let mut counts = std::collections::HashMap::new();
+        {
+            let mut stmt = conn.prepare(COUNTS).map_err(db("counting rows per file"))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, i32>(0)?,
+                        FileCounts {
+                            rows_loaded: r.get::<_, i64>(1)? as u64,
+                            duplicates: r.get::<_, i64>(2)? as u64,
+                            duplicates_differing: r.get::<_, i64>(3)? as u64,
+                        },
+                    ))
+                })
+                .map_err(db("counting rows per file"))?;
+            for row in rows {
+                let (id, c) = row.map_err(db("counting rows per file"))?;
+                counts.insert(id, c);
+            }
+        }
+        let mut summary = LoadSummary {
+            files: Vec::new(),
+            unknown_codes: Vec::new(),
+            estabelecimentos_sem_empresa: 0,
+            tables: Vec::new(),
+        };
+        conn.execute_batch(
+            "CREATE TABLE source_files (id INTEGER PRIMARY KEY, zip VARCHAR, member VARCHAR, kind VARCHAR, \
+             rows_read BIGINT, rows_loaded BIGINT, duplicates BIGINT, duplicates_differing BIGINT, rows_rejected BIGINT)",
+        )
+        .map_err(db("creating source_files"))?;
+        for file in files {
+            let c = file
+                .lookup_counts
+                .unwrap_or_else(|| counts.get(&file.id).copied().unwrap_or_default());
+            if file.rows_read != c.rows_loaded + c.duplicates + file.rows_rejected {
+                return Err(LoadError::Reconcile {
+                    file: format!("{} ({})", file.zip, file.member),
+                    read: file.rows_read,
+                    loaded: c.rows_loaded,
+                    duplicates: c.duplicates,
+                    rejected: file.rows_rejected,
+                });
+            }
+            conn.execute(
+                "INSERT INTO source_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                duckdb::params![
+                    file.id,
+                    file.zip,
+                    file.member,
+                    file.kind.name(),
+                    file.rows_read as i64,
+                    c.rows_loaded as i64,
+                    c.duplicates as i64,
+                    c.duplicates_differing as i64,
+                    file.rows_rejected as i64
+                ],
+            )
+            .map_err(db("recording source_files"))?;
+            summary.files.push((file, c));
+        }
+        let mut stmt = conn
+            .prepare(UNKNOWN_CODES)
+            .map_err(db("listing unknown codes"))?;
+        summary.unknown_codes = stmt
+            .query_map([], |r| {
+                Ok(UnknownCode {
+                    table: r.get(0)?,
+                    code: r.get(1)?,
+                    rows: r.get::<_, i64>(2)? as u64,
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(db("listing unknown codes"))?;
+        summary.estabelecimentos_sem_empresa =
+            conn.query_row(
+                "SELECT count(*) FROM estabelecimentos e WHERE NOT EXISTS \
+                 (SELECT 1 FROM empresas c WHERE c.cnpj_basico = e.cnpj_basico)",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(db("counting establishments without a company"))? as u64;
+        for table in [
+            "empresas",
+            "estabelecimentos",
+            "socios",
+            "simples",
+            "regimes_tributarios",
+            "municipios",
+            "labels",
+            "rejects",
+            "duplicates",
+        ] {
+            let n: i64 = conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .map_err(db(format!("counting {table}")))?;
+            summary.tables.push((table.to_owned(), n as u64));
+        }
+        Ok(summary)
+    }
+
+    /// Writes the metadata table, checkpoints, closes and renames the file over the target.
+    pub fn commit(mut self, metadata: &[(&str, String)]) -> Result<(), LoadError> {
+        let conn = self.conn.take().expect("commit once");
+        conn.execute_batch("CREATE TABLE metadata (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            .map_err(db("creating metadata"))?;
+        for (key, value) in metadata {
+            conn.execute(
+                "INSERT INTO metadata VALUES (?, ?)",
+                duckdb::params![key, value],
+            )
+            .map_err(db("writing metadata"))?;
+        }
+        conn.execute_batch("CHECKPOINT")
+            .map_err(db("checkpointing"))?;
+        conn.close()
+            .map_err(|(_, e)| db("closing the dataset")(e))?;
+        std::fs::rename(&self.tmp, &self.target).map_err(|source| LoadError::Io {
+            path: self.target.clone(),
+            source,
+        })?;
+        Ok(())
+    }
+
+    fn remove_tmp(&self) {
+        for path in [
+            self.tmp.clone(),
+            self.tmp.with_extension("wal"),
+            PathBuf::from(format!("{}.wal", self.tmp.display())),
+        ] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            drop(conn);
+            self.remove_tmp();
+        }
+    }
+}

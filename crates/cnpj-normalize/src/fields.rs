@@ -1,0 +1,366 @@
+//! Field rules of contract §2 and §4: codes, dates, capital, CEP, phones, e-mail, addresses,
+//! partner documents. Each takes cleaned text (see [`crate::clean`]) unless it says otherwise.
+
+/// Left-pads a numeric code with `0` to `width` (`"2"` → `"02"`). Empty stays empty; anything
+/// else (letters, too long) is kept as it is, so that an unknown code still shows.
+pub fn code(text: &str, width: usize) -> String {
+    if !text.is_empty() && text.len() < width && text.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{text:0>width$}")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// A valid calendar date `YYYYMMDD` with year 1800-2100, as days since 1970-01-01; anything else
+/// (`""`, `"0"`, `"00000000"`, 7 digits, month 13, 31 April) is `None`.
+pub fn date(text: &str) -> Option<i32> {
+    let b = text.as_bytes();
+    if b.len() != 8 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| text[r].parse::<i32>().ok();
+    let (y, m, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    if !(1800..=2100).contains(&y) || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+        return None;
+    }
+    Some(days_from_civil(y, m, d))
+}
+
+fn days_in_month(y: i32, m: i32) -> i32 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i32, m: i32, d: i32) -> i32 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `capital_social`: decimal comma, two places, exact. `"1061004829,23"` → `"1061004829.23"`,
+/// `"000000010000,00"` → `"10000.00"`, `"5"` → `"5.00"`; empty or malformed → `None`.
+pub fn capital(text: &str) -> Option<String> {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (int, frac) = body.split_once(',').unwrap_or((body, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !all_digits(int) || !all_digits(frac) || frac.len() > 2 {
+        return None;
+    }
+    let int = int.trim_start_matches('0');
+    let int = if int.is_empty() { "0" } else { int };
+    let frac = format!("{frac:0<2}");
+    let zero = int == "0" && frac == "00";
+    Some(format!(
+        "{}{int}.{frac}",
+        if negative && !zero { "-" } else { "" }
+    ))
+}
+
+/// CEP: 8 digits; 7 digits are left-padded with `0`; `00000000` and anything else → `""`.
+pub fn cep(text: &str) -> String {
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return String::new();
+    }
+    let padded = match text.len() {
+        8 => text.to_owned(),
+        7 => format!("0{text}"),
+        _ => return String::new(),
+    };
+    if padded.bytes().all(|b| b == b'0') {
+        String::new()
+    } else {
+        padded
+    }
+}
+
+fn digits(text: &str) -> String {
+    text.chars().filter(char::is_ascii_digit).collect()
+}
+
+/// Area code: digits, leading zeros dropped (`"011"` → `"11"`); `"0"` or empty → `""`.
+pub fn ddd(text: &str) -> String {
+    digits(text).trim_start_matches('0').to_owned()
+}
+
+/// Telephone number: its digits; all zeros (`"0"`) or none → `""`.
+pub fn telefone(text: &str) -> String {
+    let d = digits(text);
+    if d.bytes().all(|b| b == b'0') {
+        String::new()
+    } else {
+        d
+    }
+}
+
+/// `(11) 12345678`; the number alone without an area code; `""` without a number.
+pub fn telefone_formatado(ddd: &str, telefone: &str) -> String {
+    match (ddd.is_empty(), telefone.is_empty()) {
+        (_, true) => String::new(),
+        (true, false) => telefone.to_owned(),
+        (false, false) => format!("({ddd}) {telefone}"),
+    }
+}
+
+/// E-mail: lower case (the text is already cleaned and trimmed).
+pub fn email(text: &str) -> String {
+    text.to_lowercase()
+}
+
+/// `tipo_logradouro` + " " + `logradouro`, or just the one that is not empty.
+pub fn logradouro(tipo: &str, logradouro: &str) -> String {
+    match (tipo.is_empty(), logradouro.is_empty()) {
+        (true, _) => logradouro.to_owned(),
+        (false, true) => tipo.to_owned(),
+        (false, false) => format!("{tipo} {logradouro}"),
+    }
+}
+
+/// `LOGRADOURO, NUMERO, COMPLEMENTO, BAIRRO, MUNICIPIO_NOME - UF, 01310-100`, leaving out empty
+/// parts and their comma; the CEP masked as 5 digits, a hyphen, 3 digits.
+pub fn endereco_completo(
+    logradouro: &str,
+    numero: &str,
+    complemento: &str,
+    bairro: &str,
+    municipio_nome: &str,
+    uf: &str,
+    cep: &str,
+) -> String {
+    let place = match (municipio_nome.is_empty(), uf.is_empty()) {
+        (false, false) => format!("{municipio_nome} - {uf}"),
+        (false, true) => municipio_nome.to_owned(),
+        (true, _) => uf.to_owned(),
+    };
+    let cep = if cep.len() == 8 {
+        format!("{}-{}", &cep[..5], &cep[5..])
+    } else {
+        String::new()
+    };
+    [logradouro, numero, complemento, bairro, &place, &cep]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A person's document as the dump gives it (`***123456**`, digits 4-9 visible) → `***.123.456-**`.
+/// A full 11-digit CPF is masked the same way. Anything else → `""`: a document is never returned
+/// in full.
+pub fn mask_person_document(text: &str) -> String {
+    let b = text.as_bytes();
+    if b.len() == 11 && b[3..9].iter().all(u8::is_ascii_digit) {
+        format!("***.{}.{}-**", &text[3..6], &text[6..9])
+    } else {
+        String::new()
+    }
+}
+
+/// A legal entity's CNPJ (14 characters) → `**.345.678/0001-**`; anything else → `""`.
+pub fn mask_company_document(text: &str) -> String {
+    let b = text.as_bytes();
+    if b.len() == 14 && b.iter().all(u8::is_ascii_alphanumeric) {
+        format!("**.{}.{}/{}-**", &text[2..5], &text[5..8], &text[8..12])
+    } else {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check<T: PartialEq + std::fmt::Debug>(f: impl Fn(&str) -> T, cases: &[(&str, T)]) {
+        for (input, expected) in cases {
+            assert_eq!(&f(input), expected, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn codes_pad_to_width() {
+        check(
+            |s| code(s, 2),
+            &[
+                ("2", "02".into()),
+                ("02", "02".into()),
+                ("", String::new()),
+                ("8", "08".into()),
+            ],
+        );
+        check(
+            |s| code(s, 7),
+            &[("111301", "0111301".into()), ("6204000", "6204000".into())],
+        );
+        check(
+            |s| code(s, 4),
+            &[
+                ("1", "0001".into()),
+                ("12345", "12345".into()),
+                ("X1", "X1".into()),
+            ],
+        );
+    }
+
+    #[test]
+    fn dates() {
+        check(
+            date,
+            &[
+                ("19700101", Some(0)),
+                ("20200101", Some(18262)),
+                ("20240229", Some(19782)),
+                ("18000101", Some(-62091)),
+                ("21001231", Some(47846)),
+                ("", None),
+                ("0", None),
+                ("00000000", None),
+                ("2021221", None),
+                ("4100813", None),
+                ("41000813", None),
+                ("17991231", None),
+                ("20230229", None),
+                ("20230431", None),
+                ("20231301", None),
+                ("2023 101", None),
+            ],
+        );
+    }
+
+    #[test]
+    fn capital_is_exact() {
+        check(
+            capital,
+            &[
+                ("1061004829,23", Some("1061004829.23".into())),
+                ("000000010000,00", Some("10000.00".into())),
+                ("0,00", Some("0.00".into())),
+                ("120000000000,00", Some("120000000000.00".into())),
+                ("999999999999,00", Some("999999999999.00".into())),
+                ("1000", Some("1000.00".into())),
+                ("10,5", Some("10.50".into())),
+                ("-10,00", Some("-10.00".into())),
+                ("-0,00", Some("0.00".into())),
+                ("", None),
+                ("1.000,00", None),
+                ("1,234", None),
+                ("abc", None),
+            ],
+        );
+    }
+
+    #[test]
+    fn ceps() {
+        check(
+            cep,
+            &[
+                ("01310100", "01310100".into()),
+                ("1005010", "01005010".into()),
+                ("00000000", String::new()),
+                ("0", String::new()),
+                ("", String::new()),
+                ("0000000", String::new()),
+                ("01310-100", String::new()),
+                ("ABC", String::new()),
+                ("123456789", String::new()),
+            ],
+        );
+    }
+
+    #[test]
+    fn phones() {
+        check(
+            ddd,
+            &[
+                ("011", "11".into()),
+                ("0021", "21".into()),
+                ("0", String::new()),
+                ("", String::new()),
+                ("61", "61".into()),
+            ],
+        );
+        check(
+            telefone,
+            &[
+                ("12345678", "12345678".into()),
+                ("0", String::new()),
+                ("", String::new()),
+                ("3333-4444", "33334444".into()),
+            ],
+        );
+        assert_eq!(telefone_formatado("11", "12345678"), "(11) 12345678");
+        assert_eq!(telefone_formatado("", "12345678"), "12345678");
+        assert_eq!(telefone_formatado("11", ""), "");
+    }
+
+    #[test]
+    fn email_and_street() {
+        assert_eq!(email("CONTATO@EXEMPLO.COM.BR"), "contato@exemplo.com.br");
+        assert_eq!(logradouro("RUA", "DAS FLORES"), "RUA DAS FLORES");
+        assert_eq!(logradouro("", "DAS FLORES"), "DAS FLORES");
+        assert_eq!(logradouro("RUA", ""), "RUA");
+        assert_eq!(logradouro("", ""), "");
+    }
+
+    #[test]
+    fn full_address_leaves_out_empty_parts() {
+        assert_eq!(
+            endereco_completo(
+                "AVENIDA PAULISTA",
+                "1000",
+                "ANDAR 5",
+                "BELA VISTA",
+                "SAO PAULO",
+                "SP",
+                "01310100"
+            ),
+            "AVENIDA PAULISTA, 1000, ANDAR 5, BELA VISTA, SAO PAULO - SP, 01310-100"
+        );
+        assert_eq!(
+            endereco_completo("RUA X", "S/N", "", "", "SAO PAULO", "SP", ""),
+            "RUA X, S/N, SAO PAULO - SP"
+        );
+        assert_eq!(
+            endereco_completo("PALPA", "2862", "", "COLEGIALES", "EXTERIOR", "EX", ""),
+            "PALPA, 2862, COLEGIALES, EXTERIOR - EX"
+        );
+        assert_eq!(endereco_completo("", "", "", "", "", "SP", ""), "SP");
+        assert_eq!(endereco_completo("", "", "", "", "", "", ""), "");
+    }
+
+    #[test]
+    fn documents_are_never_whole() {
+        check(
+            mask_person_document,
+            &[
+                ("***456789**", "***.456.789-**".into()),
+                ("12345678909", "***.456.789-**".into()),
+                ("***000000**", "***.000.000-**".into()),
+                ("", String::new()),
+                ("44555666000181", String::new()),
+            ],
+        );
+        check(
+            mask_company_document,
+            &[
+                ("12345678000195", "**.345.678/0001-**".into()),
+                ("AB12CD34000184", "**.12C.D34/0001-**".into()),
+                ("***456789**", String::new()),
+                ("", String::new()),
+            ],
+        );
+    }
+}

@@ -1,0 +1,234 @@
+//! Labels of every code the API returns, in pt-br, en and es (contract §3).
+//!
+//! pt-br comes from the month's lookup tables (cleaned); en and es come from the project's label
+//! files under `data/labels/`, compiled in. Fixed domains (statuses, sizes, regimes, partner types,
+//! age bands, head office/branch) have project files in all three locales. A month code without
+//! an en/es label falls back to pt-br and is reported as untranslated.
+
+use std::collections::HashMap;
+
+use cnpj_model::rows::{LabelRow, LookupRow};
+use cnpj_model::{FileKind, Locale};
+
+/// A month code that has no label of the project's in `locale`; it is served in pt-br.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Untranslated {
+    pub table: &'static str,
+    pub code: String,
+    pub locale: Locale,
+}
+
+macro_rules! label_files {
+    ($($locale:literal / $table:literal),* $(,)?) => {
+        fn file(locale: &str, table: &str) -> Option<&'static str> {
+            match (locale, table) {
+                $(($locale, $table) => Some(include_str!(concat!("../../../data/labels/", $locale, "/", $table, ".tsv"))),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+label_files!(
+    "pt-br" / "situacao_cadastral",
+    "en" / "situacao_cadastral",
+    "es" / "situacao_cadastral",
+    "pt-br" / "porte_empresa",
+    "en" / "porte_empresa",
+    "es" / "porte_empresa",
+    "pt-br" / "regime_tributario",
+    "en" / "regime_tributario",
+    "es" / "regime_tributario",
+    "pt-br" / "tipo_socio",
+    "en" / "tipo_socio",
+    "es" / "tipo_socio",
+    "pt-br" / "faixa_etaria",
+    "en" / "faixa_etaria",
+    "es" / "faixa_etaria",
+    "pt-br" / "matriz_filial",
+    "en" / "matriz_filial",
+    "es" / "matriz_filial",
+    "en" / "cnaes",
+    "es" / "cnaes",
+    "en" / "naturezas",
+    "es" / "naturezas",
+    "en" / "qualificacoes",
+    "es" / "qualificacoes",
+    "en" / "motivos",
+    "es" / "motivos",
+    "en" / "paises",
+    "es" / "paises",
+);
+
+/// Tables whose codes have fixed meanings and project labels in every locale.
+pub const FIXED_DOMAINS: [&str; 6] = [
+    "situacao_cadastral",
+    "porte_empresa",
+    "regime_tributario",
+    "tipo_socio",
+    "faixa_etaria",
+    "matriz_filial",
+];
+
+/// The project's labels of `table` in `locale`: code → label (empty when there is no file).
+pub fn translations(table: &str, locale: Locale) -> Vec<(&'static str, &'static str)> {
+    let Some(text) = file(locale.code(), table) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty() && *l != "code\tlabel")
+        .map(|l| l.split_once('\t').unwrap_or((l, "")))
+        .collect()
+}
+
+/// Every label of the fixed domains, in all three locales.
+pub fn fixed_domains() -> Vec<LabelRow> {
+    let mut rows = Vec::new();
+    for table in FIXED_DOMAINS {
+        for locale in Locale::ALL {
+            for (code, label) in translations(table, locale) {
+                rows.push(LabelRow {
+                    table,
+                    code: code.to_owned(),
+                    locale,
+                    label: label.to_owned(),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The labels of a month: fixed domains plus the month's lookup tables in three locales.
+#[derive(Debug, Default)]
+pub struct LabelSet {
+    pub rows: Vec<LabelRow>,
+    pub untranslated: Vec<Untranslated>,
+}
+
+impl LabelSet {
+    /// `lookups` holds the month's lookup tables (municipalities excepted: names are not translated).
+    /// A code met twice in a month's table keeps its first label.
+    pub fn build(lookups: &[(FileKind, Vec<LookupRow>)]) -> LabelSet {
+        let mut set = LabelSet {
+            rows: fixed_domains(),
+            untranslated: Vec::new(),
+        };
+        for (kind, rows) in lookups {
+            let table = kind.name();
+            let others: Vec<(Locale, HashMap<&str, &str>)> = [Locale::En, Locale::Es]
+                .into_iter()
+                .map(|l| (l, translations(table, l).into_iter().collect()))
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            for row in rows.iter().filter(|r| seen.insert(r.code.as_str())) {
+                set.rows.push(LabelRow {
+                    table,
+                    code: row.code.clone(),
+                    locale: Locale::PtBr,
+                    label: row.label.clone(),
+                });
+                for (locale, map) in &others {
+                    let label = match map.get(row.code.as_str()) {
+                        Some(label) if !label.is_empty() => (*label).to_owned(),
+                        _ => {
+                            set.untranslated.push(Untranslated {
+                                table,
+                                code: row.code.clone(),
+                                locale: *locale,
+                            });
+                            row.label.clone()
+                        }
+                    };
+                    set.rows.push(LabelRow {
+                        table,
+                        code: row.code.clone(),
+                        locale: *locale,
+                        label,
+                    });
+                }
+            }
+        }
+        set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_domains_are_complete_in_every_locale() {
+        for table in FIXED_DOMAINS {
+            let codes = |l| {
+                translations(table, l)
+                    .into_iter()
+                    .map(|(c, _)| c)
+                    .collect::<Vec<_>>()
+            };
+            let pt = codes(Locale::PtBr);
+            assert!(!pt.is_empty(), "{table}");
+            for l in [Locale::En, Locale::Es] {
+                assert_eq!(codes(l), pt, "{table} {l}");
+            }
+            for (code, label) in translations(table, Locale::PtBr) {
+                assert!(!label.is_empty(), "{table} {code}");
+            }
+        }
+    }
+
+    #[test]
+    fn spec_labels_for_statuses_and_sizes() {
+        let pt = |t| {
+            translations(t, Locale::PtBr)
+                .into_iter()
+                .collect::<HashMap<_, _>>()
+        };
+        assert_eq!(pt("situacao_cadastral")["02"], "Ativa");
+        assert_eq!(pt("situacao_cadastral")["08"], "Baixada");
+        assert_eq!(pt("porte_empresa")["01"], "Microempresa (ME)");
+        assert_eq!(pt("porte_empresa")["00"], "Não informado");
+    }
+
+    #[test]
+    fn a_month_code_without_translation_falls_back_and_is_reported() {
+        let month = vec![(
+            FileKind::Motivos,
+            vec![
+                LookupRow {
+                    code: "00".into(),
+                    label: "SEM MOTIVO".into(),
+                },
+                LookupRow {
+                    code: "Z9".into(),
+                    label: "NOVO MOTIVO".into(),
+                },
+                LookupRow {
+                    code: "Z9".into(),
+                    label: "REPETIDO".into(),
+                },
+            ],
+        )];
+        let set = LabelSet::build(&month);
+        let z9: Vec<_> = set
+            .rows
+            .iter()
+            .filter(|r| r.code == "Z9")
+            .map(|r| (r.locale, r.label.as_str()))
+            .collect();
+        assert_eq!(
+            z9,
+            vec![
+                (Locale::PtBr, "NOVO MOTIVO"),
+                (Locale::En, "NOVO MOTIVO"),
+                (Locale::Es, "NOVO MOTIVO")
+            ]
+        );
+        assert!(set.untranslated.contains(&Untranslated {
+            table: "motivos",
+            code: "Z9".into(),
+            locale: Locale::En
+        }));
+        assert!(!set.untranslated.iter().any(|u| u.code == "00"));
+    }
+}

@@ -1,0 +1,20 @@
+//! Turns raw RFB fields (Latin-1 bytes) into the registry's values, per contract §1, §2 and §4:
+//! text cleaning, CPF masking, padded codes, dates, exact capital, CEP, phones, addresses,
+//! partner documents, tax regimes, and the labels of every code in pt-br, en and es.
+//!
+//! Pure: bytes in, values out. A record that cannot be a row is a [`Reject`], which is data.
+
+mod fields;
+mod ibge;
+mod labels;
+mod tables;
+mod text;
+
+pub use fields::{
+    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document,
+    mask_person_document, telefone, telefone_formatado,
+};
+pub use ibge::municipio;
+pub use labels::{FIXED_DOMAINS, LabelSet, Untranslated, fixed_domains, translations};
+pub use tables::{Normalizer, Reject, TaxRegimeColumns, record_hash};
+pub use text::{clean, fold, mask_cpf_runs};

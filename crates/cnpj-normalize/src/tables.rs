@@ -1,0 +1,643 @@
+//! One function per file kind: a raw record in, a normalized row out, or a [`Reject`].
+
+use std::collections::HashMap;
+use std::fmt;
+
+use cnpj_model::rows::{
+    EmpresaRow, EstabelecimentoRow, Fields, LookupRow, RegimeRow, SimplesRow, SocioRow,
+};
+use cnpj_model::{Cnpj, CnpjQuery, FileKind, InvalidCnpj};
+
+use crate::fields::{
+    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document,
+    mask_person_document, telefone, telefone_formatado,
+};
+use crate::text::{clean, fold, mask_cpf_runs};
+
+/// Why a record is not loaded. The record itself is kept verbatim in the rejects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reject {
+    FieldCount { expected: usize, found: usize },
+    Cnpj { value: String, error: InvalidCnpj },
+    CnpjBasico { value: String },
+    Year { value: String },
+    Regime { value: String },
+}
+
+impl fmt::Display for Reject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reject::FieldCount { expected, found } => {
+                write!(f, "expected {expected} fields, found {found}")
+            }
+            Reject::Cnpj { value, error } => write!(f, "invalid CNPJ {value:?}: {error}"),
+            Reject::CnpjBasico { value } => {
+                write!(
+                    f,
+                    "invalid cnpj_basico {value:?}: 8 characters of [0-9A-Z] expected"
+                )
+            }
+            Reject::Year { value } => write!(f, "invalid year {value:?}"),
+            Reject::Regime { value } => write!(f, "unknown forma_de_tributacao {value:?}"),
+        }
+    }
+}
+
+/// Column positions of a tax-regime file, read from its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaxRegimeColumns {
+    ano: usize,
+    cnpj: usize,
+    forma: usize,
+}
+
+impl TaxRegimeColumns {
+    /// Finds `ano`, `cnpj` and `forma_de_tributacao` in a header (lower-cased names).
+    pub fn from_header(header: &[String]) -> Result<TaxRegimeColumns, String> {
+        let find = |name: &str| {
+            header
+                .iter()
+                .position(|h| h == name)
+                .ok_or_else(|| format!("header has no column {name:?}: {header:?}"))
+        };
+        Ok(TaxRegimeColumns {
+            ano: find("ano")?,
+            cnpj: find("cnpj")?,
+            forma: find("forma_de_tributacao")?,
+        })
+    }
+}
+
+/// A 64-bit hash of a record's raw content, to tell duplicates that differ from the winner.
+pub fn record_hash(fields: &(impl Fields + ?Sized)) -> i64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for i in 0..fields.count() {
+        h.update(fields.field(i));
+        h.update(&[0xFF]);
+    }
+    h.digest() as i64
+}
+
+/// Normalizes records of every kind. Holds the month's municipality names (for the full address)
+/// and scratch space.
+pub struct Normalizer<'a> {
+    municipios: &'a HashMap<String, String>,
+    s: String,
+    t: String,
+}
+
+impl<'a> Normalizer<'a> {
+    pub fn new(municipios: &'a HashMap<String, String>) -> Normalizer<'a> {
+        Normalizer {
+            municipios,
+            s: String::new(),
+            t: String::new(),
+        }
+    }
+
+    fn text(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> &str {
+        clean(rec.field(i), &mut self.s);
+        &self.s
+    }
+
+    fn code(&mut self, rec: &(impl Fields + ?Sized), i: usize, width: usize) -> String {
+        code(self.text(rec, i), width)
+    }
+
+    fn date(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> Option<i32> {
+        date(self.text(rec, i))
+    }
+
+    fn fields(rec: &(impl Fields + ?Sized), kind: FileKind) -> Result<(), Reject> {
+        let expected = kind
+            .field_count()
+            .expect("RFB kinds have a fixed field count");
+        match rec.count() {
+            n if n == expected => Ok(()),
+            found => Err(Reject::FieldCount { expected, found }),
+        }
+    }
+
+    /// A CNPJ part: cleaned, upper-cased, numeric values left-padded to `width`.
+    fn part(&mut self, rec: &(impl Fields + ?Sized), i: usize, width: usize) -> String {
+        let upper = self.text(rec, i).to_ascii_uppercase();
+        code(&upper, width)
+    }
+
+    fn basico(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> Result<String, Reject> {
+        let b = self.part(rec, i, 8);
+        if b.len() == 8
+            && b.bytes()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+        {
+            Ok(b)
+        } else {
+            Err(Reject::CnpjBasico { value: b })
+        }
+    }
+
+    pub fn empresa(
+        &mut self,
+        rec: &(impl Fields + ?Sized),
+        out: &mut EmpresaRow,
+    ) -> Result<(), Reject> {
+        Self::fields(rec, FileKind::Empresas)?;
+        out.cnpj_basico = self.basico(rec, 0)?;
+        clean(rec.field(1), &mut out.razao_social);
+        mask_cpf_runs(&mut out.razao_social);
+        out.razao_social_fold = fold(&out.razao_social);
+        out.natureza_juridica = self.code(rec, 2, 4);
+        out.qualificacao_responsavel = self.code(rec, 3, 2);
+        out.capital_social = capital(self.text(rec, 4));
+        let porte = self.code(rec, 5, 2);
+        out.porte_empresa = if matches!(porte.as_str(), "00" | "01" | "03" | "05") {
+            porte
+        } else {
+            "00".into()
+        };
+        clean(rec.field(6), &mut out.ente_federativo_responsavel);
+        Ok(())
+    }
+
+    pub fn estabelecimento(
+        &mut self,
+        rec: &(impl Fields + ?Sized),
+        out: &mut EstabelecimentoRow,
+    ) -> Result<(), Reject> {
+        Self::fields(rec, FileKind::Estabelecimentos)?;
+        let (b, o, d) = (
+            self.part(rec, 0, 8),
+            self.part(rec, 1, 4),
+            self.part(rec, 2, 2),
+        );
+        let joined = format!("{b}{o}{d}");
+        let cnpj = Cnpj::from_bytes(joined.as_bytes()).map_err(|error| Reject::Cnpj {
+            value: joined,
+            error,
+        })?;
+        out.cnpj = cnpj.to_string();
+        out.cnpj_basico = b;
+        out.cnpj_ordem = o;
+        out.cnpj_dv = d;
+        out.matriz_filial = self.code(rec, 3, 1);
+        clean(rec.field(4), &mut out.nome_fantasia);
+        mask_cpf_runs(&mut out.nome_fantasia);
+        out.nome_fantasia_fold = fold(&out.nome_fantasia);
+        out.situacao_cadastral = self.code(rec, 5, 2);
+        out.data_situacao_cadastral = self.date(rec, 6);
+        out.motivo_situacao_cadastral = self.code(rec, 7, 2);
+        clean(rec.field(8), &mut out.nome_cidade_exterior);
+        out.pais = self.code(rec, 9, 3);
+        out.data_inicio_atividade = self.date(rec, 10);
+        out.cnae_fiscal = self.code(rec, 11, 7);
+        out.cnaes_secundarios = self.secondary_cnaes(rec, 12);
+        clean(rec.field(13), &mut self.t);
+        clean(rec.field(14), &mut self.s);
+        out.logradouro = logradouro(&self.t, &self.s);
+        clean(rec.field(15), &mut out.numero);
+        clean(rec.field(16), &mut out.complemento);
+        clean(rec.field(17), &mut out.bairro);
+        out.bairro_fold = fold(&out.bairro);
+        out.cep = cep(self.text(rec, 18));
+        out.uf = self.text(rec, 19).to_ascii_uppercase();
+        out.municipio = self.code(rec, 20, 4);
+        out.ddd_1 = ddd(self.text(rec, 21));
+        out.telefone_1 = telefone(self.text(rec, 22));
+        out.ddd_2 = ddd(self.text(rec, 23));
+        out.telefone_2 = telefone(self.text(rec, 24));
+        out.ddd_fax = ddd(self.text(rec, 25));
+        out.fax = telefone(self.text(rec, 26));
+        out.email = email(self.text(rec, 27));
+        clean(rec.field(28), &mut out.situacao_especial);
+        out.data_situacao_especial = self.date(rec, 29);
+        let municipio_nome = self
+            .municipios
+            .get(&out.municipio)
+            .map_or("", String::as_str);
+        out.endereco_completo = endereco_completo(
+            &out.logradouro,
+            &out.numero,
+            &out.complemento,
+            &out.bairro,
+            municipio_nome,
+            &out.uf,
+            &out.cep,
+        );
+        out.telefone_formatado = telefone_formatado(&out.ddd_1, &out.telefone_1);
+        Ok(())
+    }
+
+    fn secondary_cnaes(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> String {
+        let list = self.text(rec, i);
+        let mut seen: Vec<String> = Vec::new();
+        for item in list.split(',') {
+            let c = code(item.trim(), 7);
+            if !c.is_empty() && !seen.contains(&c) {
+                seen.push(c);
+            }
+        }
+        seen.join(",")
+    }
+
+    pub fn socio(
+        &mut self,
+        rec: &(impl Fields + ?Sized),
+        out: &mut SocioRow,
+    ) -> Result<(), Reject> {
+        Self::fields(rec, FileKind::Socios)?;
+        out.cnpj_basico = self.basico(rec, 0)?;
+        out.tipo = self.code(rec, 1, 1);
+        clean(rec.field(2), &mut out.nome);
+        let document = self.text(rec, 3).to_ascii_uppercase();
+        out.documento = match out.tipo.as_str() {
+            "1" => mask_company_document(&document),
+            "2" => mask_person_document(&document),
+            _ => String::new(),
+        };
+        out.qualificacao = self.code(rec, 4, 2);
+        out.data_entrada = self.date(rec, 5);
+        out.pais = self.code(rec, 6, 3);
+        let representante = self.text(rec, 7);
+        out.representante_legal = if representante == "***000000**" {
+            String::new()
+        } else {
+            mask_person_document(representante)
+        };
+        clean(rec.field(8), &mut out.nome_representante);
+        out.qualificacao_representante = self.code(rec, 9, 2);
+        out.faixa_etaria = self.code(rec, 10, 1);
+        Ok(())
+    }
+
+    pub fn simples(
+        &mut self,
+        rec: &(impl Fields + ?Sized),
+        out: &mut SimplesRow,
+    ) -> Result<(), Reject> {
+        Self::fields(rec, FileKind::Simples)?;
+        out.cnpj_basico = self.basico(rec, 0)?;
+        out.opcao_simples = flag(self.text(rec, 1));
+        out.data_opcao_simples = self.date(rec, 2);
+        out.data_exclusao_simples = self.date(rec, 3);
+        out.opcao_mei = flag(self.text(rec, 4));
+        out.data_opcao_mei = self.date(rec, 5);
+        out.data_exclusao_mei = self.date(rec, 6);
+        Ok(())
+    }
+
+    pub fn tax_regime(
+        &mut self,
+        rec: &(impl Fields + ?Sized),
+        cols: TaxRegimeColumns,
+        out: &mut RegimeRow,
+    ) -> Result<(), Reject> {
+        let found = rec.count();
+        let needed = cols.ano.max(cols.cnpj).max(cols.forma) + 1;
+        if found < needed {
+            return Err(Reject::FieldCount {
+                expected: needed,
+                found,
+            });
+        }
+        let raw = self.text(rec, cols.cnpj).to_owned();
+        out.cnpj = match CnpjQuery::parse(&raw) {
+            Ok(CnpjQuery::Full(c)) => c.to_string(),
+            Ok(CnpjQuery::Basico(_)) => {
+                return Err(Reject::Cnpj {
+                    value: raw,
+                    error: InvalidCnpj::Length(8),
+                });
+            }
+            Err(error) => return Err(Reject::Cnpj { value: raw, error }),
+        };
+        out.cnpj_basico = out.cnpj[..8].to_owned();
+        let year = self.text(rec, cols.ano);
+        out.ano = year.parse().map_err(|_| Reject::Year {
+            value: year.to_owned(),
+        })?;
+        let forma = self.text(rec, cols.forma).to_uppercase();
+        out.regime = match forma.as_str() {
+            "LUCRO REAL" => "lucro_real",
+            "LUCRO PRESUMIDO" => "lucro_presumido",
+            "LUCRO ARBITRADO" => "lucro_arbitrado",
+            f if f.starts_with("IMUNE") => "imune",
+            f if f.starts_with("ISENTA") => "isenta",
+            _ => return Err(Reject::Regime { value: forma }),
+        }
+        .to_owned();
+        Ok(())
+    }
+
+    /// A lookup line: the code padded to the table's width, the label cleaned.
+    pub fn lookup(
+        &mut self,
+        kind: FileKind,
+        rec: &(impl Fields + ?Sized),
+        out: &mut LookupRow,
+    ) -> Result<(), Reject> {
+        Self::fields(rec, kind)?;
+        let width = match kind {
+            FileKind::Cnaes => 7,
+            FileKind::Municipios | FileKind::Naturezas => 4,
+            FileKind::Paises => 3,
+            _ => 2,
+        };
+        out.code = self.code(rec, 0, width);
+        clean(rec.field(1), &mut out.label);
+        Ok(())
+    }
+}
+
+/// `S`/`N` options: upper-cased; anything else is `""` ("outros").
+fn flag(text: &str) -> String {
+    match text {
+        "S" | "s" => "S".into(),
+        "N" | "n" => "N".into(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(line: &[&str]) -> Vec<Vec<u8>> {
+        line.iter().map(|s| s.bytes().collect()).collect()
+    }
+
+    fn with<T>(raw: &[Vec<u8>], f: impl FnOnce(&mut Normalizer<'_>, &[&[u8]]) -> T) -> T {
+        let municipios = HashMap::from([("7107".to_owned(), "SAO PAULO".to_owned())]);
+        let mut n = Normalizer::new(&municipios);
+        let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+        f(&mut n, &slices)
+    }
+
+    fn check_estab(line: &[&str], expected: Result<EstabelecimentoRow, Reject>) {
+        let got = with(&fields(line), |n, rec| {
+            let mut row = EstabelecimentoRow::default();
+            n.estabelecimento(rec, &mut row).map(|()| row)
+        });
+        assert_eq!(got, expected);
+    }
+
+    const ESTAB: [&str; 30] = [
+        "11222333",
+        "0001",
+        "81",
+        "1",
+        "EXEMPLO",
+        "02",
+        "20200101",
+        "00",
+        "",
+        "",
+        "20200101",
+        "6204000",
+        "6201501,6202300,6203100",
+        "RUA",
+        "DAS FLORES",
+        "S/N",
+        "EDIF X;BLOCO 2;APTO 3",
+        "CENTRO",
+        "1005010",
+        "SP",
+        "7107",
+        "011",
+        "12345678",
+        "",
+        "",
+        "",
+        "",
+        "contato@exemplo.com.br",
+        "",
+        "",
+    ];
+
+    fn estab_row() -> EstabelecimentoRow {
+        EstabelecimentoRow {
+            cnpj: "11222333000181".into(),
+            cnpj_basico: "11222333".into(),
+            cnpj_ordem: "0001".into(),
+            cnpj_dv: "81".into(),
+            matriz_filial: "1".into(),
+            nome_fantasia: "EXEMPLO".into(),
+            nome_fantasia_fold: "exemplo".into(),
+            situacao_cadastral: "02".into(),
+            data_situacao_cadastral: Some(18262),
+            motivo_situacao_cadastral: "00".into(),
+            data_inicio_atividade: Some(18262),
+            cnae_fiscal: "6204000".into(),
+            cnaes_secundarios: "6201501,6202300,6203100".into(),
+            logradouro: "RUA DAS FLORES".into(),
+            numero: "S/N".into(),
+            complemento: "EDIF X;BLOCO 2;APTO 3".into(),
+            bairro: "CENTRO".into(),
+            bairro_fold: "centro".into(),
+            cep: "01005010".into(),
+            uf: "SP".into(),
+            municipio: "7107".into(),
+            ddd_1: "11".into(),
+            telefone_1: "12345678".into(),
+            email: "contato@exemplo.com.br".into(),
+            endereco_completo:
+                "RUA DAS FLORES, S/N, EDIF X;BLOCO 2;APTO 3, CENTRO, SAO PAULO - SP, 01005-010"
+                    .into(),
+            telefone_formatado: "(11) 12345678".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn estabelecimento_from_the_format_example() {
+        check_estab(&ESTAB, Ok(estab_row()));
+    }
+
+    #[test]
+    fn estabelecimento_with_unpadded_codes_and_lower_case_letters() {
+        let mut line = ESTAB;
+        line[0] = "ab12cd34";
+        line[2] = "84";
+        line[5] = "2";
+        line[7] = "0";
+        line[11] = "111301";
+        line[12] = "111301,,111301,6201501";
+        let mut row = estab_row();
+        row.cnpj = "AB12CD34000184".into();
+        row.cnpj_basico = "AB12CD34".into();
+        row.cnpj_dv = "84".into();
+        row.cnae_fiscal = "0111301".into();
+        row.cnaes_secundarios = "0111301,6201501".into();
+        check_estab(&line, Ok(row));
+    }
+
+    #[test]
+    fn estabelecimento_rejects() {
+        let mut bad_dv = ESTAB;
+        bad_dv[2] = "82";
+        check_estab(
+            &bad_dv,
+            Err(Reject::Cnpj {
+                value: "11222333000182".into(),
+                error: InvalidCnpj::CheckDigits {
+                    expected: "81".into(),
+                },
+            }),
+        );
+        check_estab(
+            &ESTAB[..29],
+            Err(Reject::FieldCount {
+                expected: 30,
+                found: 29,
+            }),
+        );
+        let mut bad_char = ESTAB;
+        bad_char[0] = "1122-333";
+        check_estab(
+            &bad_char,
+            Err(Reject::Cnpj {
+                value: "1122-333000181".into(),
+                error: InvalidCnpj::Character('-'),
+            }),
+        );
+    }
+
+    #[test]
+    fn empresa_masks_cpf_and_defaults_porte() {
+        let got = with(
+            &fields(&[
+                "22333444",
+                "FULANO  DE TAL 12345678909",
+                "2135",
+                "50",
+                "1000,00",
+                "",
+                "",
+            ]),
+            |n, rec| {
+                let mut row = EmpresaRow::default();
+                n.empresa(rec, &mut row).map(|()| row)
+            },
+        );
+        assert_eq!(
+            got,
+            Ok(EmpresaRow {
+                cnpj_basico: "22333444".into(),
+                razao_social: "FULANO DE TAL ***.456.789-**".into(),
+                razao_social_fold: "fulano de tal ***.456.789-**".into(),
+                natureza_juridica: "2135".into(),
+                qualificacao_responsavel: "50".into(),
+                capital_social: Some("1000.00".into()),
+                porte_empresa: "00".into(),
+                ente_federativo_responsavel: String::new(),
+            })
+        );
+    }
+
+    #[test]
+    fn socio_documents_by_type() {
+        let row = |line: &[&str]| {
+            with(&fields(line), |n, rec| {
+                let mut row = SocioRow::default();
+                n.socio(rec, &mut row).map(|()| row)
+            })
+            .unwrap()
+        };
+        let pf = row(&[
+            "11222333",
+            "2",
+            "FULANO",
+            "***456789**",
+            "49",
+            "20200101",
+            "",
+            "***000000**",
+            "",
+            "00",
+            "5",
+        ]);
+        assert_eq!(
+            (pf.documento.as_str(), pf.representante_legal.as_str()),
+            ("***.456.789-**", "")
+        );
+        let pj = row(&[
+            "11222333",
+            "1",
+            "HOLDING",
+            "44555666000181",
+            "22",
+            "",
+            "",
+            "***123456**",
+            "BELTRANO",
+            "05",
+            "0",
+        ]);
+        assert_eq!(
+            (pj.documento.as_str(), pj.representante_legal.as_str()),
+            ("**.555.666/0001-**", "***.123.456-**")
+        );
+        let foreign = row(&[
+            "11222333",
+            "3",
+            "LLC",
+            "",
+            "37",
+            "20020320",
+            "493",
+            "***972348**",
+            "REP",
+            "17",
+            "0",
+        ]);
+        assert_eq!(
+            (foreign.documento.as_str(), foreign.pais.as_str()),
+            ("", "493")
+        );
+    }
+
+    #[test]
+    fn tax_regime_lines() {
+        let cols = TaxRegimeColumns::from_header(&[
+            "ano".into(),
+            "cnpj".into(),
+            "cnpj_da_scp".into(),
+            "forma_de_tributacao".into(),
+        ])
+        .unwrap();
+        let got = with(
+            &fields(&["2023", "00.000.000/0001-91", "0", "LUCRO REAL"]),
+            |n, rec| {
+                let mut row = RegimeRow::default();
+                n.tax_regime(rec, cols, &mut row).map(|()| row)
+            },
+        );
+        assert_eq!(
+            got,
+            Ok(RegimeRow {
+                cnpj_basico: "00000000".into(),
+                cnpj: "00000000000191".into(),
+                ano: 2023,
+                regime: "lucro_real".into()
+            })
+        );
+        let bad = with(
+            &fields(&["2023", "00.000.000/0001-91", "0", "LUCRO INVENTADO"]),
+            |n, rec| n.tax_regime(rec, cols, &mut RegimeRow::default()),
+        );
+        assert_eq!(
+            bad,
+            Err(Reject::Regime {
+                value: "LUCRO INVENTADO".into()
+            })
+        );
+        assert!(TaxRegimeColumns::from_header(&["ano".into()]).is_err());
+    }
+
+    #[test]
+    fn record_hash_sees_field_boundaries() {
+        let a: Vec<&[u8]> = vec![b"AB", b"C"];
+        let b: Vec<&[u8]> = vec![b"A", b"BC"];
+        assert_ne!(record_hash(a.as_slice()), record_hash(b.as_slice()));
+        assert_eq!(record_hash(a.as_slice()), record_hash(a.clone().as_slice()));
+    }
+}

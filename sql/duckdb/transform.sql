@@ -1,0 +1,84 @@
+-- Builds the served tables of a registry dataset from the staging tables (stg_*) that the
+-- loader appended. One row per key: the first in reading order (lowest seq) wins (contract §1).
+-- Every later occurrence is recorded in `duplicates`, flagged when its raw content differs.
+
+CREATE TABLE duplicates AS
+WITH ranked AS (
+    SELECT 'empresas' AS tabela, cnpj_basico AS chave, source_file, seq, row_hash,
+           first_value(row_hash) OVER w1 AS winner_hash, row_number() OVER w1 AS rn
+    FROM stg_empresas WINDOW w1 AS (PARTITION BY cnpj_basico ORDER BY seq)
+    UNION ALL
+    SELECT 'estabelecimentos', cnpj, source_file, seq, row_hash,
+           first_value(row_hash) OVER w2, row_number() OVER w2
+    FROM stg_estabelecimentos WINDOW w2 AS (PARTITION BY cnpj ORDER BY seq)
+    UNION ALL
+    SELECT 'simples', cnpj_basico, source_file, seq, row_hash,
+           first_value(row_hash) OVER w3, row_number() OVER w3
+    FROM stg_simples WINDOW w3 AS (PARTITION BY cnpj_basico ORDER BY seq)
+    UNION ALL
+    -- Socios: only fully identical rows are duplicates.
+    SELECT 'socios', cnpj_basico, source_file, seq, row_hash,
+           first_value(row_hash) OVER w4, row_number() OVER w4
+    FROM stg_socios WINDOW w4 AS (PARTITION BY cnpj_basico, row_hash, nome, documento ORDER BY seq)
+    UNION ALL
+    SELECT 'regimes_tributarios', cnpj || ':' || ano || ':' || regime, source_file, seq, row_hash,
+           first_value(row_hash) OVER w5, row_number() OVER w5
+    FROM stg_regimes WINDOW w5 AS (PARTITION BY cnpj, ano, regime ORDER BY seq)
+)
+SELECT tabela, chave, source_file, seq, row_hash <> winner_hash AS differs_from_winner
+FROM ranked WHERE rn > 1;
+
+CREATE TABLE empresas AS
+SELECT * EXCLUDE (capital_social, row_hash),
+       CAST(capital_social AS DECIMAL(18, 2)) AS capital_social
+FROM stg_empresas
+QUALIFY row_number() OVER (PARTITION BY cnpj_basico ORDER BY seq) = 1
+ORDER BY cnpj_basico;
+
+CREATE TABLE estabelecimentos AS
+SELECT * EXCLUDE (cnaes_secundarios, row_hash),
+       CASE WHEN cnaes_secundarios = '' THEN []::VARCHAR[]
+            ELSE string_split(cnaes_secundarios, ',') END AS cnaes_secundarios
+FROM stg_estabelecimentos
+QUALIFY row_number() OVER (PARTITION BY cnpj ORDER BY seq) = 1
+ORDER BY cnpj;
+
+CREATE TABLE simples AS
+SELECT * EXCLUDE (row_hash)
+FROM stg_simples
+QUALIFY row_number() OVER (PARTITION BY cnpj_basico ORDER BY seq) = 1
+ORDER BY cnpj_basico;
+
+CREATE TABLE socios AS
+SELECT * EXCLUDE (row_hash)
+FROM stg_socios
+QUALIFY row_number() OVER (PARTITION BY cnpj_basico, row_hash, nome, documento ORDER BY seq) = 1
+ORDER BY cnpj_basico, seq;
+
+-- Every year of every company's tax regime; the served regime is the latest year's (first read wins a tie).
+CREATE TABLE regimes_tributarios AS
+SELECT * EXCLUDE (row_hash)
+FROM stg_regimes
+QUALIFY row_number() OVER (PARTITION BY cnpj, ano, regime ORDER BY seq) = 1
+ORDER BY cnpj_basico, ano DESC, seq;
+
+CREATE TABLE labels AS SELECT * FROM stg_labels ORDER BY tabela, codigo, locale;
+CREATE TABLE municipios AS SELECT * FROM stg_municipios ORDER BY code;
+CREATE TABLE rejects AS SELECT * FROM stg_rejects ORDER BY source_file, line;
+
+DROP TABLE stg_empresas;
+DROP TABLE stg_estabelecimentos;
+DROP TABLE stg_simples;
+DROP TABLE stg_socios;
+DROP TABLE stg_regimes;
+DROP TABLE stg_labels;
+DROP TABLE stg_municipios;
+DROP TABLE stg_rejects;
+
+CREATE UNIQUE INDEX estabelecimentos_cnpj ON estabelecimentos (cnpj);
+CREATE INDEX estabelecimentos_cnpj_basico ON estabelecimentos (cnpj_basico);
+CREATE UNIQUE INDEX empresas_cnpj_basico ON empresas (cnpj_basico);
+CREATE UNIQUE INDEX simples_cnpj_basico ON simples (cnpj_basico);
+CREATE INDEX socios_cnpj_basico ON socios (cnpj_basico);
+CREATE INDEX regimes_tributarios_cnpj_basico ON regimes_tributarios (cnpj_basico);
+CREATE UNIQUE INDEX labels_key ON labels (tabela, codigo, locale);
