@@ -300,14 +300,12 @@ impl Loader {
         Ok(())
     }
 
+    /// Deletes the temporary database, its WAL and DuckDB's spill folder.
     fn remove_tmp(&self) {
-        for path in [
-            self.tmp.clone(),
-            self.tmp.with_extension("wal"),
-            PathBuf::from(format!("{}.wal", self.tmp.display())),
-        ] {
-            let _ = std::fs::remove_file(path);
-        }
+        let name = self.tmp.display();
+        let _ = std::fs::remove_file(&self.tmp);
+        let _ = std::fs::remove_file(format!("{name}.wal"));
+        let _ = std::fs::remove_dir_all(format!("{name}.tmp"));
     }
 }
 

@@ -20,6 +20,12 @@ pub struct Untranslated {
 
 macro_rules! label_files {
     ($($locale:literal / $table:literal),* $(,)?) => {
+        /// Every label file compiled in, as (locale, table, text).
+        #[cfg(test)]
+        fn all_files() -> Vec<(&'static str, &'static str, &'static str)> {
+            vec![$(($locale, $table, include_str!(concat!("../../../data/labels/", $locale, "/", $table, ".tsv")))),*]
+        }
+
         fn file(locale: &str, table: &str) -> Option<&'static str> {
             match (locale, table) {
                 $(($locale, $table) => Some(include_str!(concat!("../../../data/labels/", $locale, "/", $table, ".tsv"))),)*
@@ -177,6 +183,36 @@ mod tests {
         }
     }
 
+    /// The label files' format: comment lines, the header, then `code<TAB>label` lines with
+    /// unique codes in ascending order and non-empty labels without stray white space.
+    #[test]
+    fn label_files_are_well_formed() {
+        for (locale, table, text) in all_files() {
+            let mut lines = text.lines().skip_while(|l| l.starts_with("# "));
+            assert_eq!(
+                lines.next(),
+                Some("code\tlabel"),
+                "{locale}/{table}: header"
+            );
+            let mut previous: Option<&str> = None;
+            for line in lines {
+                let (code, label) = line
+                    .split_once('\t')
+                    .unwrap_or_else(|| panic!("{locale}/{table}: {line:?}"));
+                assert!(
+                    !code.is_empty() && !label.is_empty() && !label.contains('\t'),
+                    "{locale}/{table}: {line:?}"
+                );
+                assert_eq!(label, label.trim(), "{locale}/{table}: {line:?}");
+                assert!(!label.contains("  "), "{locale}/{table}: {line:?}");
+                if let Some(p) = previous {
+                    assert!(p < code, "{locale}/{table}: {code} after {p}");
+                }
+                previous = Some(code);
+            }
+        }
+    }
+
     #[test]
     fn spec_labels_for_statuses_and_sizes() {
         let pt = |t| {
@@ -229,6 +265,11 @@ mod tests {
             code: "Z9".into(),
             locale: Locale::En
         }));
-        assert!(!set.untranslated.iter().any(|u| u.code == "00"));
+        // A translated code is not reported: the fixed domains are translated in full.
+        let fixed = LabelSet::build(&[(FileKind::Motivos, Vec::new())]);
+        assert!(fixed.untranslated.is_empty());
+        assert!(fixed.rows.iter().any(|r| r.table == "situacao_cadastral"
+            && r.locale == Locale::Es
+            && r.label == "Activa"));
     }
 }

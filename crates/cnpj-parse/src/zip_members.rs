@@ -160,6 +160,29 @@ mod tests {
     }
 
     #[test]
+    fn zip64_members_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Empresas0.zip");
+        let mut w = zip::ZipWriter::new(File::create(&path).unwrap());
+        let options = zip::write::SimpleFileOptions::default().large_file(true);
+        w.start_file("K3241.K03200Y0.D60913.EMPRECSV", options)
+            .unwrap();
+        w.write_all(b"\"11222333\"\n").unwrap();
+        w.finish().unwrap();
+        let members = list_members(&path).unwrap();
+        let text = read_member(&members[0], |r| {
+            let mut s = String::new();
+            r.read_to_string(&mut s).map(|_| s)
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (members[0].kind, text.as_str()),
+            (FileKind::Empresas, "\"11222333\"\n")
+        );
+    }
+
+    #[test]
     fn a_file_that_is_not_a_zip_names_itself() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("Empresas0.zip");
