@@ -1,9 +1,47 @@
 //! The CSV dialect of the dump: records (not lines), quoted fields that may hold `;`, doubled quotes
 //! or newlines, backslashes as plain bytes, empty lines skipped, CR LF or LF.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io::Read;
+use std::rc::Rc;
 
 use csv::ByteRecord;
+
+/// Byte offsets of the newlines read ahead by the CSV reader and not yet passed by a record,
+/// plus how many have been passed: turns a record's byte offset into its physical line (the CSV
+/// reader's own line count skips empty lines).
+#[derive(Default)]
+struct Newlines {
+    ahead: VecDeque<u64>,
+    passed: u64,
+}
+
+struct LineTracking<R> {
+    inner: R,
+    offset: u64,
+    newlines: Rc<RefCell<Newlines>>,
+}
+
+impl<R: Read> Read for LineTracking<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut newlines = self.newlines.borrow_mut();
+        for i in newline_positions(b'\n', &buf[..n]) {
+            newlines.ahead.push_back(self.offset + i as u64);
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+fn newline_positions(needle: u8, haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    haystack
+        .iter()
+        .enumerate()
+        .filter(move |&(_, &b)| b == needle)
+        .map(|(i, _)| i)
+}
 
 /// One record's raw fields; implements [`cnpj_model::rows::Fields`] for the normalizer.
 #[derive(Clone, Copy, Debug)]
@@ -27,9 +65,11 @@ impl cnpj_model::rows::Fields for Record<'_> {
 
 /// A lending reader of records: call [`Records::advance`], then look at [`Records::record`].
 pub struct Records<R: Read> {
-    inner: csv::Reader<R>,
+    inner: csv::Reader<LineTracking<R>>,
+    newlines: Rc<RefCell<Newlines>>,
     record: ByteRecord,
     read: u64,
+    line: u64,
 }
 
 impl<R: Read> Records<R> {
@@ -44,6 +84,7 @@ impl<R: Read> Records<R> {
     }
 
     fn with(reader: R, delimiter: u8, has_headers: bool) -> Records<R> {
+        let newlines = Rc::new(RefCell::new(Newlines::default()));
         let inner = csv::ReaderBuilder::new()
             .delimiter(delimiter)
             .has_headers(has_headers)
@@ -51,11 +92,17 @@ impl<R: Read> Records<R> {
             .double_quote(true)
             .escape(None)
             .buffer_capacity(1 << 20)
-            .from_reader(reader);
+            .from_reader(LineTracking {
+                inner: reader,
+                offset: 0,
+                newlines: Rc::clone(&newlines),
+            });
         Records {
             inner,
+            newlines,
             record: ByteRecord::new(),
             read: 0,
+            line: 0,
         }
     }
 
@@ -76,8 +123,29 @@ impl<R: Read> Records<R> {
             .map_err(into_io)?;
         if more {
             self.read += 1;
+            self.line = self.start_line();
         }
         Ok(more)
+    }
+
+    /// The CSV reader reports where a record ends but counts neither empty lines nor the line a
+    /// record starts on; so count the newlines before its end, less its own.
+    fn start_line(&mut self) -> u64 {
+        let end = self.inner.position().byte();
+        let mut newlines = self.newlines.borrow_mut();
+        let mut last = None;
+        while newlines.ahead.front().is_some_and(|&at| at < end) {
+            last = newlines.ahead.pop_front();
+            newlines.passed += 1;
+        }
+        let terminated = u64::from(last.is_some_and(|at| at + 1 == end));
+        let inside = self
+            .record
+            .as_slice()
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count() as u64;
+        newlines.passed.saturating_sub(terminated + inside) + 1
     }
 
     pub fn record(&self) -> Record<'_> {
@@ -86,7 +154,7 @@ impl<R: Read> Records<R> {
 
     /// Physical line (1-based) where the current record starts.
     pub fn line(&self) -> u64 {
-        self.record.position().map_or(0, |p| p.line())
+        self.line
     }
 
     /// Bytes of input consumed so far.
