@@ -7,20 +7,16 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::time::Instant;
 
 use cnpj_load::{
-    Batch, EmpresaBatch, EstabelecimentoBatch, FileCounts, LabelBatch, LoadError, Loader,
-    MunicipioBatch, Provenance, RegimeBatch, RejectBatch, SimplesBatch, SocioBatch, SourceFile,
+    Batch, EmpresaBatch, EstabelecimentoBatch, FileCounts, LabelBatch, LoadError, Loader, MunicipioBatch, Provenance,
+    RegimeBatch, RejectBatch, SimplesBatch, SocioBatch, SourceFile,
 };
 use cnpj_model::FileKind;
-use cnpj_model::rows::{
-    EmpresaRow, EstabelecimentoRow, LookupRow, RegimeRow, RejectRow, SimplesRow, SocioRow,
-};
+use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, LookupRow, RegimeRow, RejectRow, SimplesRow, SocioRow};
 use cnpj_normalize::{LabelSet, Normalizer, Reject, TaxRegimeColumns, municipio, record_hash};
 use cnpj_parse::{Member, ParseError, Record, Records, list_members, read_member};
 use rayon::prelude::*;
 
-use crate::report::{
-    BuildReport, FileReport, TableRows, Timings, UntranslatedCode, source_month, utc_now,
-};
+use crate::report::{BuildReport, FileReport, TableRows, Timings, UntranslatedCode, source_month, utc_now};
 
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
@@ -34,39 +30,22 @@ pub struct BuildOptions {
 
 impl BuildOptions {
     pub fn new(input: impl Into<PathBuf>, db: impl Into<PathBuf>) -> BuildOptions {
-        BuildOptions {
-            input: input.into(),
-            db: db.into(),
-            memory_limit: "2GB".into(),
-            batch_rows: 32_768,
-        }
+        BuildOptions { input: input.into(), db: db.into(), memory_limit: "2GB".into(), batch_rows: 32_768 }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error("cannot read the input folder {path}: {source}")]
-    Input {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Input { path: PathBuf, source: std::io::Error },
     #[error("the input folder {path} is missing required tables: {missing}")]
     Missing { path: PathBuf, missing: String },
     #[error(transparent)]
     Parse(#[from] ParseError),
     #[error("{zip} ({member}) is damaged near line {line}: {source}")]
-    Damaged {
-        zip: String,
-        member: String,
-        line: u64,
-        source: std::io::Error,
-    },
+    Damaged { zip: String, member: String, line: u64, source: std::io::Error },
     #[error("{zip} ({member}): {reason}")]
-    Header {
-        zip: String,
-        member: String,
-        reason: String,
-    },
+    Header { zip: String, member: String, reason: String },
     #[error(transparent)]
     Load(#[from] LoadError),
     #[error("the loader stopped before the end of the input")]
@@ -107,29 +86,16 @@ fn natural_key(name: &str) -> Vec<(String, u64)> {
 }
 
 fn zip_name(m: &Member) -> String {
-    m.zip
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    m.zip.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Every recognised member of the folder's zips, in reading order; and the zips that were skipped.
 fn discover(input: &Path) -> Result<(Vec<Member>, Vec<String>), BuildError> {
-    let entries = std::fs::read_dir(input).map_err(|source| BuildError::Input {
-        path: input.to_owned(),
-        source,
-    })?;
+    let entries = std::fs::read_dir(input).map_err(|source| BuildError::Input { path: input.to_owned(), source })?;
     let mut zips = Vec::new();
     for entry in entries {
-        let path = entry
-            .map_err(|source| BuildError::Input {
-                path: input.to_owned(),
-                source,
-            })?
-            .path();
-        let is_zip = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("zip"));
+        let path = entry.map_err(|source| BuildError::Input { path: input.to_owned(), source })?.path();
+        let is_zip = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip"));
         if is_zip && path.is_file() {
             zips.push(path);
         }
@@ -148,16 +114,10 @@ fn discover(input: &Path) -> Result<(Vec<Member>, Vec<String>), BuildError> {
     }
     members.sort_by_cached_key(|m| (natural_key(&zip_name(m)), natural_key(&m.name)));
     let present: HashSet<FileKind> = members.iter().map(|m| m.kind).collect();
-    let missing: Vec<&str> = FileKind::ALL
-        .iter()
-        .filter(|k| k.required() && !present.contains(k))
-        .map(|k| k.name())
-        .collect();
+    let missing: Vec<&str> =
+        FileKind::ALL.iter().filter(|k| k.required() && !present.contains(k)).map(|k| k.name()).collect();
     if !missing.is_empty() {
-        return Err(BuildError::Missing {
-            path: input.to_owned(),
-            missing: missing.join(", "),
-        });
+        return Err(BuildError::Missing { path: input.to_owned(), missing: missing.join(", ") });
     }
     ignored.sort();
     Ok((members, ignored))
@@ -187,26 +147,16 @@ fn stream(
     observer.file_started(id, &format!("{zip} ({})", member.name), member.size);
     let count = read_member(member, |reader| -> Result<u64, BuildError> {
         let tax = member.kind == FileKind::TaxRegime;
-        let mut records = if tax {
-            Records::tax_regime(reader)
-        } else {
-            Records::rfb(reader)
-        };
-        let damaged = |line: u64, source| BuildError::Damaged {
-            zip: zip.clone(),
-            member: member.name.clone(),
-            line,
-            source,
-        };
+        let mut records = if tax { Records::tax_regime(reader) } else { Records::rfb(reader) };
+        let damaged =
+            |line: u64, source| BuildError::Damaged { zip: zip.clone(), member: member.name.clone(), line, source };
         let cols = if tax {
             let header = records.headers().map_err(|e| damaged(1, e))?;
-            Some(
-                TaxRegimeColumns::from_header(&header).map_err(|reason| BuildError::Header {
-                    zip: zip.clone(),
-                    member: member.name.clone(),
-                    reason,
-                })?,
-            )
+            Some(TaxRegimeColumns::from_header(&header).map_err(|reason| BuildError::Header {
+                zip: zip.clone(),
+                member: member.name.clone(),
+                reason,
+            })?)
         } else {
             None
         };
@@ -273,24 +223,15 @@ macro_rules! sink {
     };
 }
 
-sink!(Empresas, EmpresaRow, EmpresaBatch, |n, rec, _c, out| n
-    .empresa(&rec, out));
-sink!(
-    Estabelecimentos,
-    EstabelecimentoRow,
-    EstabelecimentoBatch,
-    |n, rec, _c, out| n.estabelecimento(&rec, out)
-);
-sink!(Socios, SocioRow, SocioBatch, |n, rec, _c, out| n
-    .socio(&rec, out));
-sink!(Simples, SimplesRow, SimplesBatch, |n, rec, _c, out| n
-    .simples(&rec, out));
-sink!(Regimes, RegimeRow, RegimeBatch, |n, rec, cols, out| n
-    .tax_regime(
-        &rec,
-        cols.expect("tax-regime files have a header"),
-        out
-    ));
+sink!(Empresas, EmpresaRow, EmpresaBatch, |n, rec, _c, out| n.empresa(&rec, out));
+sink!(Estabelecimentos, EstabelecimentoRow, EstabelecimentoBatch, |n, rec, _c, out| n.estabelecimento(&rec, out));
+sink!(Socios, SocioRow, SocioBatch, |n, rec, _c, out| n.socio(&rec, out));
+sink!(Simples, SimplesRow, SimplesBatch, |n, rec, _c, out| n.simples(&rec, out));
+sink!(Regimes, RegimeRow, RegimeBatch, |n, rec, cols, out| n.tax_regime(
+    &rec,
+    cols.expect("tax-regime files have a header"),
+    out
+));
 
 fn sink_for(kind: FileKind) -> Box<dyn Sink> {
     match kind {
@@ -305,11 +246,7 @@ fn sink_for(kind: FileKind) -> Box<dyn Sink> {
 
 /// Global reading order: the file's id in the high bits, the record's index in the low 40.
 fn provenance(id: i32, index: u64, rec: Record<'_>) -> Provenance {
-    Provenance {
-        source_file: id,
-        seq: (i64::from(id) << 40) | index as i64,
-        row_hash: record_hash(&rec),
-    }
+    Provenance { source_file: id, seq: (i64::from(id) << 40) | index as i64, row_hash: record_hash(&rec) }
 }
 
 fn send(tx: &SyncSender<Batch>, batch: Batch) -> Result<(), BuildError> {
@@ -407,11 +344,7 @@ fn read_lookup(
         rows_rejected: rejected,
         lookup_counts: Some(counts),
     };
-    Ok(Lookup {
-        kind: member.kind,
-        rows,
-        file,
-    })
+    Ok(Lookup { kind: member.kind, rows, file })
 }
 
 /// Builds the dataset of `opts.input` into `opts.db`. On any error the target is left untouched.
@@ -427,13 +360,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     let mut lookup_rejects = RejectBatch::default();
     let mut lookups = Vec::new();
     for (member, &id) in members.iter().zip(&ids).filter(|(m, _)| m.kind.is_lookup()) {
-        lookups.push(read_lookup(
-            member,
-            id,
-            &mut seen,
-            &mut lookup_rejects,
-            observer,
-        )?);
+        lookups.push(read_lookup(member, id, &mut seen, &mut lookup_rejects, observer)?);
     }
     let mut municipios = HashMap::new();
     let mut municipio_batch = MunicipioBatch::default();
@@ -457,21 +384,14 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     timings.lookups = started.elapsed().as_secs_f64();
 
     let mut loader = Loader::create(&opts.db, &opts.memory_limit, rayon::current_num_threads())?;
-    for batch in [
-        label_batch.take(),
-        municipio_batch.take(),
-        lookup_rejects.take(),
-    ] {
+    for batch in [label_batch.take(), municipio_batch.take(), lookup_rejects.take()] {
         loader.append(batch)?;
     }
 
     observer.stage("loading the main tables");
     let load_started = Instant::now();
-    let mut main: Vec<(&Member, i32)> = members
-        .iter()
-        .zip(ids.iter().copied())
-        .filter(|(m, _)| !m.kind.is_lookup())
-        .collect();
+    let mut main: Vec<(&Member, i32)> =
+        members.iter().zip(ids.iter().copied()).filter(|(m, _)| !m.kind.is_lookup()).collect();
     // Biggest first keeps both cores busy to the end.
     main.sort_by_key(|(m, _)| std::cmp::Reverse(m.size));
     let (tx, rx) = sync_channel::<Batch>(4);
@@ -485,8 +405,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         let results: Vec<Result<SourceFile, BuildError>> = main
             .par_iter()
             .map_with(tx, |tx, &(member, id)| {
-                let (read, rejected) =
-                    load_member(member, id, &municipios, opts.batch_rows, tx, observer)?;
+                let (read, rejected) = load_member(member, id, &municipios, opts.batch_rows, tx, observer)?;
                 Ok(SourceFile {
                     id,
                     zip: zip_name(member),
@@ -498,10 +417,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
                 })
             })
             .collect();
-        (
-            results,
-            writer.join().expect("the writer thread does not panic"),
-        )
+        (results, writer.join().expect("the writer thread does not panic"))
     });
     // A loader error explains a worker's LoaderGone, so it goes first.
     let mut loader = written?;
@@ -517,11 +433,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     let summary = loader.transform(files)?;
     timings.transform = transform_started.elapsed().as_secs_f64();
 
-    let folder = opts
-        .input
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let folder = opts.input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
     let files: Vec<FileReport> = summary
         .files
@@ -550,31 +462,17 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         duplicates_differing: sum(|f| f.duplicates_differing),
         files,
         ignored_files,
-        tables: summary
-            .tables
-            .iter()
-            .map(|(table, rows)| TableRows {
-                table: table.clone(),
-                rows: *rows,
-            })
-            .collect(),
+        tables: summary.tables.iter().map(|(table, rows)| TableRows { table: table.clone(), rows: *rows }).collect(),
         estabelecimentos_sem_empresa: summary.estabelecimentos_sem_empresa,
         unknown_codes: summary.unknown_codes,
-        untranslated: labels
-            .untranslated
-            .iter()
-            .map(UntranslatedCode::from)
-            .collect(),
+        untranslated: labels.untranslated.iter().map(UntranslatedCode::from).collect(),
         seconds: timings,
     };
     report.seconds.total = started.elapsed().as_secs_f64();
     let json = serde_json::to_string(&report).expect("the report serializes");
     loader.commit(&[
         ("format_version", "1".to_owned()),
-        (
-            "source_month",
-            report.source_month.clone().unwrap_or_default(),
-        ),
+        ("source_month", report.source_month.clone().unwrap_or_default()),
         ("built_at", report.built_at.clone()),
         ("report", json),
     ])?;
@@ -587,21 +485,12 @@ mod tests {
 
     #[test]
     fn natural_order_compares_digit_runs_as_numbers() {
-        let mut names = vec![
-            "Estabelecimentos10.zip",
-            "Estabelecimentos2.zip",
-            "Estabelecimentos0.zip",
-            "Empresas1.zip",
-        ];
+        let mut names =
+            vec!["Estabelecimentos10.zip", "Estabelecimentos2.zip", "Estabelecimentos0.zip", "Empresas1.zip"];
         names.sort_by_key(|n| natural_key(n));
         assert_eq!(
             names,
-            vec![
-                "Empresas1.zip",
-                "Estabelecimentos0.zip",
-                "Estabelecimentos2.zip",
-                "Estabelecimentos10.zip"
-            ]
+            vec!["Empresas1.zip", "Estabelecimentos0.zip", "Estabelecimentos2.zip", "Estabelecimentos10.zip"]
         );
     }
 }

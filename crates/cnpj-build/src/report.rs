@@ -55,11 +55,7 @@ pub struct UntranslatedCode {
 
 impl From<&Untranslated> for UntranslatedCode {
     fn from(u: &Untranslated) -> Self {
-        UntranslatedCode {
-            table: u.table,
-            code: u.code.clone(),
-            locale: u.locale.code(),
-        }
+        UntranslatedCode { table: u.table, code: u.code.clone(), locale: u.locale.code() }
     }
 }
 
@@ -84,9 +80,7 @@ pub fn source_month(folder: &str, members: &[&str]) -> Option<String> {
             let d = code.as_bytes();
             (d.len() == 5
                 && d.iter().all(u8::is_ascii_digit)
-                && code[1..3]
-                    .parse::<u8>()
-                    .is_ok_and(|m| (1..=12).contains(&m)))
+                && code[1..3].parse::<u8>().is_ok_and(|m| (1..=12).contains(&m)))
             .then(|| format!("202{}-{}", &code[..1], &code[1..3]))
         })
     })
@@ -94,9 +88,7 @@ pub fn source_month(folder: &str, members: &[&str]) -> Option<String> {
 
 /// Now, as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // H. Hinnant's civil_from_days.
     let z = days + 719_468;
@@ -108,12 +100,7 @@ pub fn utc_now() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]
@@ -121,26 +108,14 @@ mod tests {
     use super::*;
 
     fn check(folder: &str, members: &[&str], expected: Option<&str>) {
-        assert_eq!(
-            source_month(folder, members).as_deref(),
-            expected,
-            "{folder} {members:?}"
-        );
+        assert_eq!(source_month(folder, members).as_deref(), expected, "{folder} {members:?}");
     }
 
     #[test]
     fn month_from_folder_or_member_date_code() {
         check("2026-03", &["x"], Some("2026-03"));
-        check(
-            "sample",
-            &["K3241.K03200Y0.D60314.EMPRECSV"],
-            Some("2026-03"),
-        );
-        check(
-            "sample",
-            &["F.K03200$W.SIMPLES.CSV.D60913"],
-            Some("2026-09"),
-        );
+        check("sample", &["K3241.K03200Y0.D60314.EMPRECSV"], Some("2026-03"));
+        check("sample", &["F.K03200$W.SIMPLES.CSV.D60913"], Some("2026-09"));
         check("sample", &["Empresas0"], None);
         check("2026-3", &["K3241.K03200Y0.D61314.EMPRECSV"], None);
     }

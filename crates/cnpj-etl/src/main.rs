@@ -14,11 +14,7 @@ use cnpj_model::{CnpjQuery, Locale};
 use cnpj_store::Store;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "cnpj-etl",
-    version,
-    about = "Build and inspect the CNPJ registry dataset"
-)]
+#[command(name = "cnpj-etl", version, about = "Build and inspect the CNPJ registry dataset")]
 struct Cli {
     /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -65,12 +61,8 @@ fn main() -> ExitCode {
         1 => "info",
         _ => "debug",
     };
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -82,25 +74,15 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Build {
-            input,
-            db,
-            report,
-            memory_limit,
-        } => {
-            let opts = BuildOptions {
-                memory_limit,
-                ..BuildOptions::new(&input, &db)
-            };
+        Command::Build { input, db, report, memory_limit } => {
+            let opts = BuildOptions { memory_limit, ..BuildOptions::new(&input, &db) };
             let observer = progress::Bars::new(cli.quiet);
             let result = cnpj_build::build(&opts, &observer);
             observer.clear();
-            let built = result
-                .with_context(|| format!("building {} from {}", db.display(), input.display()))?;
+            let built = result.with_context(|| format!("building {} from {}", db.display(), input.display()))?;
             if let Some(path) = report {
                 let json = serde_json::to_string_pretty(&built)?;
-                std::fs::write(&path, json + "\n")
-                    .with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
             }
             if !cli.quiet {
                 eprint!("{}", summary(&built));
@@ -145,10 +127,7 @@ fn summary(r: &BuildReport) -> String {
         r.rows_read, r.rows_loaded, r.duplicates, r.duplicates_differing, r.rows_rejected
     ));
     if !r.unknown_codes.is_empty() {
-        out.push_str(&format!(
-            "  unknown codes: {} (see the report)\n",
-            r.unknown_codes.len()
-        ));
+        out.push_str(&format!("  unknown codes: {} (see the report)\n", r.unknown_codes.len()));
     }
     out
 }

@@ -15,19 +15,11 @@ pub struct Bars {
 
 impl Bars {
     pub fn new(quiet: bool) -> Bars {
-        let target = if quiet {
-            ProgressDrawTarget::hidden()
-        } else {
-            ProgressDrawTarget::stderr()
-        };
+        let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
         let multi = MultiProgress::with_draw_target(target);
         let stage = multi.add(ProgressBar::new_spinner());
         stage.enable_steady_tick(std::time::Duration::from_millis(200));
-        Bars {
-            multi,
-            stage,
-            files: Mutex::new(HashMap::new()),
-        }
+        Bars { multi, stage, files: Mutex::new(HashMap::new()) }
     }
 
     pub fn clear(&self) {
@@ -45,10 +37,8 @@ impl Observer for Bars {
     fn file_started(&self, id: i32, name: &str, bytes: u64) {
         let bar = self.multi.add(ProgressBar::new(bytes));
         bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:45!} {bytes:>10}/{total_bytes:<10} {bar:30} {prefix} rows {per_sec}",
-            )
-            .expect("a valid template"),
+            ProgressStyle::with_template("{msg:45!} {bytes:>10}/{total_bytes:<10} {bar:30} {prefix} rows {per_sec}")
+                .expect("a valid template"),
         );
         bar.set_message(name.to_owned());
         self.files.lock().expect("not poisoned").insert(id, bar);

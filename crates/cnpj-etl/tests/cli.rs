@@ -16,10 +16,7 @@ fn sample_dump() -> PathBuf {
 }
 
 fn etl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cnpj-etl"))
-        .args(args)
-        .output()
-        .expect("cnpj-etl runs")
+    Command::new(env!("CARGO_BIN_EXE_cnpj-etl")).args(args).output().expect("cnpj-etl runs")
 }
 
 struct Built {
@@ -42,33 +39,14 @@ fn build(input: &Path) -> Built {
         "--report",
         report.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "build failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "build failed: {}", String::from_utf8_lossy(&out.stderr));
     let report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    Built {
-        _dir: dir,
-        db,
-        report,
-    }
+    Built { _dir: dir, db, report }
 }
 
 fn show(db: &Path, locale: &str, cnpj: &str) -> String {
-    let out = etl(&[
-        "show",
-        "--db",
-        db.to_str().unwrap(),
-        "--locale",
-        locale,
-        cnpj,
-    ]);
-    assert!(
-        out.status.success(),
-        "show {cnpj}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = etl(&["show", "--db", db.to_str().unwrap(), "--locale", locale, cnpj]);
+    assert!(out.status.success(), "show {cnpj}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -78,9 +56,7 @@ fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
     let rows = stmt
         .query_map([], |r| {
             let count = r.as_ref().column_count();
-            (0..count)
-                .map(|i| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default))
-                .collect()
+            (0..count).map(|i| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default)).collect()
         })
         .unwrap();
     rows.collect::<Result<_, _>>().unwrap()
@@ -92,11 +68,7 @@ fn assert_reconciles(report: &Value) {
     assert!(!files.is_empty());
     for f in files {
         let n = |k: &str| f[k].as_u64().unwrap();
-        assert_eq!(
-            n("rows_read"),
-            n("rows_loaded") + n("duplicates") + n("rows_rejected"),
-            "{f}"
-        );
+        assert_eq!(n("rows_read"), n("rows_loaded") + n("duplicates") + n("rows_rejected"), "{f}");
     }
     let total = |k: &str| files.iter().map(|f| f[k].as_u64().unwrap()).sum::<u64>();
     for k in ["rows_read", "rows_loaded", "rows_rejected", "duplicates"] {
@@ -105,23 +77,11 @@ fn assert_reconciles(report: &Value) {
 }
 
 fn file<'a>(report: &'a Value, member_suffix: &str) -> &'a Value {
-    report["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["member"].as_str().unwrap().ends_with(member_suffix))
-        .unwrap()
+    report["files"].as_array().unwrap().iter().find(|f| f["member"].as_str().unwrap().ends_with(member_suffix)).unwrap()
 }
 
 fn counts(f: &Value) -> [u64; 5] {
-    [
-        "rows_read",
-        "rows_loaded",
-        "rows_rejected",
-        "duplicates",
-        "duplicates_differing",
-    ]
-    .map(|k| f[k].as_u64().unwrap())
+    ["rows_read", "rows_loaded", "rows_rejected", "duplicates", "duplicates_differing"].map(|k| f[k].as_u64().unwrap())
 }
 
 #[test]
@@ -129,31 +89,13 @@ fn sample_dump_reconciles_file_by_file() {
     let b = build(&sample_dump());
     assert_reconciles(&b.report);
     // read, loaded, rejected, duplicates, differing
-    assert_eq!(
-        counts(file(&b.report, "Y0.D60913.EMPRECSV")),
-        [11, 9, 1, 1, 0]
-    );
-    assert_eq!(
-        counts(file(&b.report, "Y1.D60913.EMPRECSV")),
-        [3, 1, 1, 1, 1]
-    );
-    assert_eq!(
-        counts(file(&b.report, "Y2.D60913.ESTABELE")),
-        [10, 8, 2, 0, 0]
-    );
-    assert_eq!(
-        counts(file(&b.report, "Y1.D60913.ESTABELE")),
-        [5, 3, 0, 2, 1]
-    );
+    assert_eq!(counts(file(&b.report, "Y0.D60913.EMPRECSV")), [11, 9, 1, 1, 0]);
+    assert_eq!(counts(file(&b.report, "Y1.D60913.EMPRECSV")), [3, 1, 1, 1, 1]);
+    assert_eq!(counts(file(&b.report, "Y2.D60913.ESTABELE")), [10, 8, 2, 0, 0]);
+    assert_eq!(counts(file(&b.report, "Y1.D60913.ESTABELE")), [5, 3, 0, 2, 1]);
     assert_eq!(counts(file(&b.report, "SOCIOCSV")), [8, 6, 1, 1, 0]);
-    assert_eq!(
-        counts(file(&b.report, "SIMPLES.CSV.D60913")),
-        [4, 3, 0, 1, 1]
-    );
-    assert_eq!(
-        counts(file(&b.report, "Lucro Presumido 2024.csv")),
-        [2, 1, 1, 0, 0]
-    );
+    assert_eq!(counts(file(&b.report, "SIMPLES.CSV.D60913")), [4, 3, 0, 1, 1]);
+    assert_eq!(counts(file(&b.report, "Lucro Presumido 2024.csv")), [2, 1, 1, 0, 0]);
     assert_eq!(counts(file(&b.report, "CNAECSV")), [1359, 1359, 0, 0, 0]);
     assert_eq!(b.report["source_month"], "2026-09");
     assert_eq!(b.report["estabelecimentos_sem_empresa"], 1);
@@ -161,13 +103,7 @@ fn sample_dump_reconciles_file_by_file() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|u| {
-            (
-                u["table"].as_str().unwrap().into(),
-                u["code"].as_str().unwrap().into(),
-                u["rows"].as_u64().unwrap(),
-            )
-        })
+        .map(|u| (u["table"].as_str().unwrap().into(), u["code"].as_str().unwrap().into(), u["rows"].as_u64().unwrap()))
         .collect();
     assert_eq!(
         unknown,
@@ -191,10 +127,7 @@ fn sample_dump_reconciles_file_by_file() {
             b.report["rows_rejected"].to_string()
         ]
     );
-    let meta = query(
-        &b.db,
-        "SELECT value FROM metadata WHERE key = 'source_month'",
-    );
+    let meta = query(&b.db, "SELECT value FROM metadata WHERE key = 'source_month'");
     assert_eq!(meta, [["2026-09"]]);
 }
 
@@ -206,24 +139,14 @@ fn rejects_are_kept_verbatim_with_file_line_and_reason() {
         "SELECT f.zip, r.line::VARCHAR, r.reason, r.record FROM rejects r JOIN source_files f ON f.id = r.source_file ORDER BY f.id, r.line",
     );
     let expected: Vec<[&str; 4]> = vec![
-        [
-            "Empresas0.zip",
-            "10",
-            "expected 7 fields, found 3",
-            r#""88999000";"SHORT ROW";"2062""#,
-        ],
+        ["Empresas0.zip", "10", "expected 7 fields, found 3", r#""88999000";"SHORT ROW";"2062""#],
         [
             "Empresas1.zip",
             "4",
             "invalid cnpj_basico \"AB12CD3!\": 8 characters of [0-9A-Z] expected",
             r#""AB12CD3!";"BASE INVALIDA";"2062";"49";"1,00";"01";"""#,
         ],
-        [
-            "Estabelecimentos2.zip",
-            "7",
-            "invalid CNPJ \"11222333000300\": wrong check digits: expected 43",
-            "",
-        ],
+        ["Estabelecimentos2.zip", "7", "invalid CNPJ \"11222333000300\": wrong check digits: expected 43", ""],
         [
             "Estabelecimentos2.zip",
             "10",
@@ -236,12 +159,7 @@ fn rejects_are_kept_verbatim_with_file_line_and_reason() {
             "invalid CNPJ \"11.222.333/0001-99\": wrong check digits: expected 81",
             "2024,11.222.333/0001-99,0,LUCRO PRESUMIDO,1",
         ],
-        [
-            "Socios0.zip",
-            "7",
-            "expected 11 fields, found 5",
-            r#""44555666";"2";"PREFEITO";"***333444**";"10""#,
-        ],
+        ["Socios0.zip", "7", "expected 11 fields, found 5", r#""44555666";"2";"PREFEITO";"***333444**";"10""#],
     ];
     assert_eq!(rejects.len(), expected.len(), "{rejects:?}");
     for (got, want) in rejects.iter().zip(&expected) {
@@ -251,29 +169,18 @@ fn rejects_are_kept_verbatim_with_file_line_and_reason() {
         }
     }
     // A tax-regime line is re-quoted field by field.
-    assert_eq!(
-        rejects[4][3],
-        r#""2024";"11.222.333/0001-99";"0";"LUCRO PRESUMIDO";"1""#
-    );
+    assert_eq!(rejects[4][3], r#""2024";"11.222.333/0001-99";"0";"LUCRO PRESUMIDO";"1""#);
 }
 
 #[test]
 fn sample_dump_detail_records() {
     let b = build(&sample_dump());
     for (name, locale, cnpj) in [
-        (
-            "matriz_with_partners_and_regime",
-            "pt-br",
-            "11.222.333/0001-81",
-        ),
+        ("matriz_with_partners_and_regime", "pt-br", "11.222.333/0001-81"),
         ("filial_accents_sentinels", "pt-br", "11222333000262"),
         ("foreign_first_read_wins", "pt-br", "44555666000181"),
         ("orphan_codes_bogus_date", "pt-br", "12345678000195"),
-        (
-            "alphanumeric_lower_case_in_dump",
-            "pt-br",
-            "ab.12c.d34/0001-84",
-        ),
+        ("alphanumeric_lower_case_in_dump", "pt-br", "ab.12c.d34/0001-84"),
         ("mei_cpf_masked_unpadded_codes", "en", "22333444"),
         ("company_missing_from_empresas", "es", "33444555000181"),
         ("no_head_office_lowest_ordem", "pt-br", "77888999"),
@@ -295,11 +202,7 @@ fn quoted_newline_and_unpadded_base_are_one_clean_row_each() {
         rows,
         [
             ["01234567", "BASE SEM ZERO A ESQUERDA", "1.00"],
-            [
-                "77888999",
-                "PIO XII COMÉRCIO IMPORTAÇÃO E EXPORTAÇÃO EIRELI",
-                "50000.50"
-            ],
+            ["77888999", "PIO XII COMÉRCIO IMPORTAÇÃO E EXPORTAÇÃO EIRELI", "50000.50"],
             ["99000111", "QUEBRA DE LINHA LTDA", "1.00"],
         ]
     );
@@ -311,9 +214,7 @@ fn show_exit_codes() {
     let db = b.db.to_str().unwrap();
     let missing = etl(&["show", "--db", db, "11444777000161"]);
     assert_eq!(missing.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&missing.stderr).contains("no company with CNPJ 11444777000161")
-    );
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no company with CNPJ 11444777000161"));
     assert!(missing.stdout.is_empty());
     let invalid = etl(&["show", "--db", db, "11222333000182"]);
     assert_eq!(invalid.status.code(), Some(2));
@@ -330,14 +231,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn failed_build(input: &Path, db: &Path) -> String {
-    let out = etl(&[
-        "build",
-        "--quiet",
-        "--input",
-        input.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let out = etl(&["build", "--quiet", "--input", input.to_str().unwrap(), "--db", db.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "the build must fail");
     String::from_utf8(out.stderr).unwrap()
 }
@@ -348,14 +242,7 @@ fn a_failed_build_names_the_file_and_leaves_the_dataset_untouched() {
     let input = dir.path().join("2026-09");
     copy_dir(&sample_dump(), &input);
     let db = dir.path().join("registry.duckdb");
-    let ok = etl(&[
-        "build",
-        "--quiet",
-        "--input",
-        input.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let ok = etl(&["build", "--quiet", "--input", input.to_str().unwrap(), "--db", db.to_str().unwrap()]);
     assert!(ok.status.success());
     let before = std::fs::read(&db).unwrap();
 
@@ -373,28 +260,18 @@ fn a_failed_build_names_the_file_and_leaves_the_dataset_untouched() {
     std::fs::remove_file(&zip).unwrap();
     std::fs::remove_file(input.join("Estabelecimentos10.zip")).unwrap();
     let err = failed_build(&input, &db);
-    assert!(
-        err.contains("missing required tables: estabelecimentos"),
-        "{err}"
-    );
+    assert!(err.contains("missing required tables: estabelecimentos"), "{err}");
 
     // Not a zip at all.
     std::fs::write(input.join("Estabelecimentos0.zip"), b"<html>503</html>").unwrap();
     let err = failed_build(&input, &db);
-    assert!(
-        err.contains("Estabelecimentos0.zip") && err.contains("not a readable zip"),
-        "{err}"
-    );
+    assert!(err.contains("Estabelecimentos0.zip") && err.contains("not a readable zip"), "{err}");
 
     // An unreadable folder.
     let err = failed_build(&dir.path().join("no-such-month"), &db);
     assert!(err.contains("cannot read the input folder"), "{err}");
 
-    assert_eq!(
-        std::fs::read(&db).unwrap(),
-        before,
-        "the served dataset changed"
-    );
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the served dataset changed");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -415,11 +292,7 @@ fn real_extract_2026_builds_and_reconciles() {
     assert_eq!(b.report["source_month"], "2026-03");
     assert_eq!(b.report["rows_rejected"], 0);
     for kind in ["EMPRECSV", "ESTABELE", "SOCIOCSV", "SIMPLES.CSV.D60314"] {
-        assert_eq!(
-            counts(file(&b.report, kind))[..3],
-            [2000, 2000, 0],
-            "{kind}"
-        );
+        assert_eq!(counts(file(&b.report, kind))[..3], [2000, 2000, 0], "{kind}");
     }
     for (name, cnpj) in [
         ("real_baixada_with_secondary_cnaes", "13810056000153"),
@@ -427,11 +300,7 @@ fn real_extract_2026_builds_and_reconciles() {
         ("real_company_and_establishment", "57815224000179"),
     ] {
         let record = etl(&["show", "--db", b.db.to_str().unwrap(), cnpj]);
-        let text = if record.status.success() {
-            String::from_utf8(record.stdout).unwrap()
-        } else {
-            "not found".into()
-        };
+        let text = if record.status.success() { String::from_utf8(record.stdout).unwrap() } else { "not found".into() };
         insta::assert_snapshot!(name, text);
     }
 }

@@ -7,8 +7,7 @@ use arrow::array::{ArrayRef, Date32Builder, Int32Builder, Int64Builder, StringBu
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use cnpj_model::rows::{
-    EmpresaRow, EstabelecimentoRow, LabelRow, MunicipioRow, RegimeRow, RejectRow, SimplesRow,
-    SocioRow,
+    EmpresaRow, EstabelecimentoRow, LabelRow, MunicipioRow, RegimeRow, RejectRow, SimplesRow, SocioRow,
 };
 
 /// Where a row comes from: the source file's id and its global reading-order position.
@@ -117,11 +116,8 @@ fn duckdb_type(t: &DataType) -> &'static str {
 
 /// `CREATE TABLE` for a staging table with the given Arrow schema.
 pub(crate) fn staging_ddl(table: &str, schema: &Schema) -> String {
-    let cols: Vec<String> = schema
-        .fields()
-        .iter()
-        .map(|f| format!("{} {}", f.name(), duckdb_type(f.data_type())))
-        .collect();
+    let cols: Vec<String> =
+        schema.fields().iter().map(|f| format!("{} {}", f.name(), duckdb_type(f.data_type()))).collect();
     format!("CREATE TABLE {table} ({})", cols.join(", "))
 }
 
@@ -285,11 +281,7 @@ impl LabelBatch {
     pub const TABLE: &'static str = "stg_labels";
 
     pub fn schema() -> Schema {
-        Schema::new(
-            ["tabela", "codigo", "locale", "descricao"]
-                .map(|n| Field::new(n, DataType::Utf8, false))
-                .to_vec(),
-        )
+        Schema::new(["tabela", "codigo", "locale", "descricao"].map(|n| Field::new(n, DataType::Utf8, false)).to_vec())
     }
 
     pub fn push(&mut self, row: &LabelRow) {
@@ -299,24 +291,12 @@ impl LabelBatch {
     pub fn take(&mut self) -> Batch {
         let rows = std::mem::take(&mut self.rows);
         let column = |f: &dyn Fn(&LabelRow) -> &str| -> ArrayRef {
-            Arc::new(
-                rows.iter()
-                    .map(|r| Some(f(r)))
-                    .collect::<arrow::array::StringArray>(),
-            )
+            Arc::new(rows.iter().map(|r| Some(f(r))).collect::<arrow::array::StringArray>())
         };
-        let columns = vec![
-            column(&|r| r.table),
-            column(&|r| &r.code),
-            column(&|r| r.locale.code()),
-            column(&|r| &r.label),
-        ];
-        let data = RecordBatch::try_new(Arc::new(Self::schema()), columns)
-            .expect("columns match the schema");
-        Batch {
-            table: Self::TABLE,
-            data,
-        }
+        let columns =
+            vec![column(&|r| r.table), column(&|r| &r.code), column(&|r| r.locale.code()), column(&|r| &r.label)];
+        let data = RecordBatch::try_new(Arc::new(Self::schema()), columns).expect("columns match the schema");
+        Batch { table: Self::TABLE, data }
     }
 }
 
@@ -350,32 +330,11 @@ mod tests {
     #[test]
     fn take_empties_the_builder() {
         let mut b = SimplesBatch::default();
-        let row = SimplesRow {
-            cnpj_basico: "11222333".into(),
-            opcao_simples: "S".into(),
-            ..Default::default()
-        };
-        b.push(
-            &row,
-            Provenance {
-                source_file: 1,
-                seq: 7,
-                row_hash: 9,
-            },
-        );
-        b.push(
-            &row,
-            Provenance {
-                source_file: 1,
-                seq: 8,
-                row_hash: 9,
-            },
-        );
+        let row = SimplesRow { cnpj_basico: "11222333".into(), opcao_simples: "S".into(), ..Default::default() };
+        b.push(&row, Provenance { source_file: 1, seq: 7, row_hash: 9 });
+        b.push(&row, Provenance { source_file: 1, seq: 8, row_hash: 9 });
         let batch = b.take();
-        assert_eq!(
-            (batch.table, batch.data.num_rows(), batch.data.num_columns()),
-            ("stg_simples", 2, 10)
-        );
+        assert_eq!((batch.table, batch.data.num_rows(), batch.data.num_columns()), ("stg_simples", 2, 10));
         assert!(b.is_empty());
         assert_eq!(b.take().data.num_rows(), 0);
     }

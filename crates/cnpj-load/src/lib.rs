@@ -7,7 +7,7 @@ mod batches;
 mod loader;
 
 pub use batches::{
-    Batch, EmpresaBatch, EstabelecimentoBatch, LabelBatch, MunicipioBatch, Provenance, RegimeBatch,
-    RejectBatch, SimplesBatch, SocioBatch,
+    Batch, EmpresaBatch, EstabelecimentoBatch, LabelBatch, MunicipioBatch, Provenance, RegimeBatch, RejectBatch,
+    SimplesBatch, SocioBatch,
 };
 pub use loader::{FileCounts, LoadError, LoadSummary, Loader, SourceFile, UnknownCode};

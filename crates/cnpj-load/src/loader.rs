@@ -16,25 +16,13 @@ const UNKNOWN_CODES: &str = include_str!("../../../sql/duckdb/unknown_codes.sql"
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{context}: {source}")]
-    Db {
-        context: String,
-        source: duckdb::Error,
-    },
+    Db { context: String, source: duckdb::Error },
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error(
         "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
     )]
-    Reconcile {
-        file: String,
-        read: u64,
-        loaded: u64,
-        duplicates: u64,
-        rejected: u64,
-    },
+    Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
 }
 
 fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
@@ -94,12 +82,7 @@ pub struct Loader {
 
 impl std::fmt::Debug for Loader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Loader({} -> {})",
-            self.tmp.display(),
-            self.target.display()
-        )
+        write!(f, "Loader({} -> {})", self.tmp.display(), self.target.display())
     }
 }
 
@@ -107,32 +90,18 @@ impl Loader {
     /// Creates the temporary database beside `target` with the staging tables.
     /// `memory_limit` is DuckDB's (e.g. `"2GB"`); `threads` its worker threads.
     pub fn create(target: &Path, memory_limit: &str, threads: usize) -> Result<Loader, LoadError> {
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "dataset".into());
-        let dir = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
+        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.is_dir() {
             return Err(LoadError::Io {
                 path: dir.to_owned(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "the target's folder does not exist",
-                ),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "the target's folder does not exist"),
             });
         }
         let tmp = dir.join(format!(".{name}.building-{}", std::process::id()));
-        let mut loader = Loader {
-            conn: None,
-            tmp,
-            target: target.to_owned(),
-        };
+        let mut loader = Loader { conn: None, tmp, target: target.to_owned() };
         loader.remove_tmp();
-        let conn = Connection::open(&loader.tmp)
-            .map_err(db(format!("cannot create {}", loader.tmp.display())))?;
+        let conn = Connection::open(&loader.tmp).map_err(db(format!("cannot create {}", loader.tmp.display())))?;
         let mut setup = format!(
             "SET memory_limit = '{memory_limit}'; SET threads = {threads}; SET preserve_insertion_order = false;"
         );
@@ -140,16 +109,13 @@ impl Loader {
             setup.push_str(&staging_ddl(table, &schema));
             setup.push(';');
         }
-        conn.execute_batch(&setup)
-            .map_err(db("creating the staging tables"))?;
+        conn.execute_batch(&setup).map_err(db("creating the staging tables"))?;
         loader.conn = Some(conn);
         Ok(loader)
     }
 
     fn conn(&self) -> &Connection {
-        self.conn
-            .as_ref()
-            .expect("the connection lives until commit")
+        self.conn.as_ref().expect("the connection lives until commit")
     }
 
     /// Appends one batch to its staging table.
@@ -157,25 +123,16 @@ impl Loader {
         if batch.data.num_rows() == 0 {
             return Ok(());
         }
-        let mut appender = self
-            .conn()
-            .appender(batch.table)
-            .map_err(db(format!("appending to {}", batch.table)))?;
-        appender
-            .append_record_batch(batch.data)
-            .map_err(db(format!("appending to {}", batch.table)))?;
-        appender
-            .flush()
-            .map_err(db(format!("appending to {}", batch.table)))
+        let mut appender = self.conn().appender(batch.table).map_err(db(format!("appending to {}", batch.table)))?;
+        appender.append_record_batch(batch.data).map_err(db(format!("appending to {}", batch.table)))?;
+        appender.flush().map_err(db(format!("appending to {}", batch.table)))
     }
 
     /// Builds the served tables and indexes, then checks that, for every file, rows read =
     /// loaded + duplicates + rejected.
     pub fn transform(&mut self, files: Vec<SourceFile>) -> Result<LoadSummary, LoadError> {
         let conn = self.conn();
-        conn.execute_batch(TRANSFORM).map_err(db(
-            "transforming the staging tables (sql/duckdb/transform.sql)",
-        ))?;
+        conn.execute_batch(TRANSFORM).map_err(db("transforming the staging tables (sql/duckdb/transform.sql)"))?;
         let mut counts = std::collections::HashMap::new();
         {
             let mut stmt = conn.prepare(COUNTS).map_err(db("counting rows per file"))?;
@@ -208,9 +165,7 @@ impl Loader {
         )
         .map_err(db("creating source_files"))?;
         for file in files {
-            let c = file
-                .lookup_counts
-                .unwrap_or_else(|| counts.get(&file.id).copied().unwrap_or_default());
+            let c = file.lookup_counts.unwrap_or_else(|| counts.get(&file.id).copied().unwrap_or_default());
             if file.rows_read != c.rows_loaded + c.duplicates + file.rows_rejected {
                 return Err(LoadError::Reconcile {
                     file: format!("{} ({})", file.zip, file.member),
@@ -237,17 +192,9 @@ impl Loader {
             .map_err(db("recording source_files"))?;
             summary.files.push((file, c));
         }
-        let mut stmt = conn
-            .prepare(UNKNOWN_CODES)
-            .map_err(db("listing unknown codes"))?;
+        let mut stmt = conn.prepare(UNKNOWN_CODES).map_err(db("listing unknown codes"))?;
         summary.unknown_codes = stmt
-            .query_map([], |r| {
-                Ok(UnknownCode {
-                    table: r.get(0)?,
-                    code: r.get(1)?,
-                    rows: r.get::<_, i64>(2)? as u64,
-                })
-            })
+            .query_map([], |r| Ok(UnknownCode { table: r.get(0)?, code: r.get(1)?, rows: r.get::<_, i64>(2)? as u64 }))
             .and_then(|rows| rows.collect())
             .map_err(db("listing unknown codes"))?;
         summary.estabelecimentos_sem_empresa =
@@ -283,20 +230,13 @@ impl Loader {
         conn.execute_batch("CREATE TABLE metadata (key VARCHAR PRIMARY KEY, value VARCHAR)")
             .map_err(db("creating metadata"))?;
         for (key, value) in metadata {
-            conn.execute(
-                "INSERT INTO metadata VALUES (?, ?)",
-                duckdb::params![key, value],
-            )
-            .map_err(db("writing metadata"))?;
+            conn.execute("INSERT INTO metadata VALUES (?, ?)", duckdb::params![key, value])
+                .map_err(db("writing metadata"))?;
         }
-        conn.execute_batch("CHECKPOINT")
-            .map_err(db("checkpointing"))?;
-        conn.close()
-            .map_err(|(_, e)| db("closing the dataset")(e))?;
-        std::fs::rename(&self.tmp, &self.target).map_err(|source| LoadError::Io {
-            path: self.target.clone(),
-            source,
-        })?;
+        conn.execute_batch("CHECKPOINT").map_err(db("checkpointing"))?;
+        conn.close().map_err(|(_, e)| db("closing the dataset")(e))?;
+        std::fs::rename(&self.tmp, &self.target)
+            .map_err(|source| LoadError::Io { path: self.target.clone(), source })?;
         Ok(())
     }
 

@@ -55,9 +55,7 @@ fn is_cnpj_char(c: u8) -> bool {
 impl Cnpj {
     /// Validates 14 characters exactly as given (no mask removal, no case change).
     pub fn from_bytes(bytes: &[u8]) -> Result<Cnpj, InvalidCnpj> {
-        let arr: [u8; 14] = bytes
-            .try_into()
-            .map_err(|_| InvalidCnpj::Length(bytes.len()))?;
+        let arr: [u8; 14] = bytes.try_into().map_err(|_| InvalidCnpj::Length(bytes.len()))?;
         if let Some(&c) = arr[..12].iter().find(|&&c| !is_cnpj_char(c)) {
             return Err(InvalidCnpj::Character(char::from(c)));
         }
@@ -67,9 +65,7 @@ impl Cnpj {
         let base: [u8; 12] = arr[..12].try_into().expect("12 bytes");
         let expected = check_digits(&base).expect("characters checked above");
         if arr[12..] != expected {
-            return Err(InvalidCnpj::CheckDigits {
-                expected: String::from_utf8_lossy(&expected).into_owned(),
-            });
+            return Err(InvalidCnpj::CheckDigits { expected: String::from_utf8_lossy(&expected).into_owned() });
         }
         Ok(Cnpj(arr))
     }
@@ -159,12 +155,7 @@ mod tests {
 
     #[test]
     fn invalid_forms() {
-        check(
-            "11222333000182",
-            Err(InvalidCnpj::CheckDigits {
-                expected: "81".into(),
-            }),
-        );
+        check("11222333000182", Err(InvalidCnpj::CheckDigits { expected: "81".into() }));
         check("1122233300018", Err(InvalidCnpj::Length(13)));
         check("", Err(InvalidCnpj::Length(0)));
         check("11_222_333", Err(InvalidCnpj::Character('_')));

@@ -36,13 +36,8 @@ impl FileKind {
     /// by the suffix of its member (`K3241.K03200Y3.D60314.ESTABELE`, `F.K03200$W.SIMPLES.CSV.D60314`).
     pub fn recognise(zip_name: &str, member_name: Option<&str>) -> Option<FileKind> {
         let stem = zip_name.rsplit('/').next().unwrap_or(zip_name);
-        let stem = stem
-            .strip_suffix(".zip")
-            .or_else(|| stem.strip_suffix(".ZIP"))
-            .unwrap_or(stem);
-        let letters: String = stem
-            .trim_end_matches(|c: char| c.is_ascii_digit())
-            .to_lowercase();
+        let stem = stem.strip_suffix(".zip").or_else(|| stem.strip_suffix(".ZIP")).unwrap_or(stem);
+        let letters: String = stem.trim_end_matches(|c: char| c.is_ascii_digit()).to_lowercase();
         let by_zip = match letters.as_str() {
             "empresas" => Some(FileKind::Empresas),
             "estabelecimentos" => Some(FileKind::Estabelecimentos),
@@ -54,14 +49,10 @@ impl FileKind {
             "naturezas" => Some(FileKind::Naturezas),
             "paises" => Some(FileKind::Paises),
             "qualificacoes" => Some(FileKind::Qualificacoes),
-            "imunes e isentas" | "lucro arbitrado" | "lucro presumido" | "lucro real" => {
-                Some(FileKind::TaxRegime)
-            }
+            "imunes e isentas" | "lucro arbitrado" | "lucro presumido" | "lucro real" => Some(FileKind::TaxRegime),
             _ => None,
         };
-        by_zip
-            .or_else(|| member_name.and_then(Self::by_member))
-            .or_else(|| Self::by_member(stem))
+        by_zip.or_else(|| member_name.and_then(Self::by_member)).or_else(|| Self::by_member(stem))
     }
 
     fn by_member(name: &str) -> Option<FileKind> {
@@ -140,26 +131,14 @@ mod tests {
     use super::*;
 
     fn check(zip: &str, member: Option<&str>, expected: Option<FileKind>) {
-        assert_eq!(
-            FileKind::recognise(zip, member),
-            expected,
-            "{zip} / {member:?}"
-        );
+        assert_eq!(FileKind::recognise(zip, member), expected, "{zip} / {member:?}");
     }
 
     #[test]
     fn by_zip_name_whatever_the_part_number() {
         check("Empresas0.zip", None, Some(FileKind::Empresas));
-        check(
-            "Estabelecimentos10.zip",
-            None,
-            Some(FileKind::Estabelecimentos),
-        );
-        check(
-            "Estabelecimentos19.zip",
-            None,
-            Some(FileKind::Estabelecimentos),
-        );
+        check("Estabelecimentos10.zip", None, Some(FileKind::Estabelecimentos));
+        check("Estabelecimentos19.zip", None, Some(FileKind::Estabelecimentos));
         check("Socios3.zip", None, Some(FileKind::Socios));
         check("Simples.zip", None, Some(FileKind::Simples));
         check("Qualificacoes.zip", None, Some(FileKind::Qualificacoes));
@@ -169,31 +148,11 @@ mod tests {
 
     #[test]
     fn by_member_suffix_when_the_zip_name_says_nothing() {
-        check(
-            "part-a.zip",
-            Some("K3241.K03200Y7.D60314.ESTABELE"),
-            Some(FileKind::Estabelecimentos),
-        );
-        check(
-            "x.zip",
-            Some("F.K03200$W.SIMPLES.CSV.D60314"),
-            Some(FileKind::Simples),
-        );
-        check(
-            "x.zip",
-            Some("F.K03200$Z.D60314.QUALSCSV"),
-            Some(FileKind::Qualificacoes),
-        );
-        check(
-            "K3241.K03200Y0.D10710.EMPRECSV.zip",
-            None,
-            Some(FileKind::Empresas),
-        );
-        check(
-            "F.K03200$W.SIMPLES.CSV.D10710.zip",
-            None,
-            Some(FileKind::Simples),
-        );
+        check("part-a.zip", Some("K3241.K03200Y7.D60314.ESTABELE"), Some(FileKind::Estabelecimentos));
+        check("x.zip", Some("F.K03200$W.SIMPLES.CSV.D60314"), Some(FileKind::Simples));
+        check("x.zip", Some("F.K03200$Z.D60314.QUALSCSV"), Some(FileKind::Qualificacoes));
+        check("K3241.K03200Y0.D10710.EMPRECSV.zip", None, Some(FileKind::Empresas));
+        check("F.K03200$W.SIMPLES.CSV.D10710.zip", None, Some(FileKind::Simples));
     }
 
     #[test]

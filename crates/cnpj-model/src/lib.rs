@@ -4,12 +4,16 @@
 //! `cnpj-store`) depend on this crate and never on each other.
 
 mod cnpj;
+mod fold;
 mod kind;
 mod locale;
 mod record;
 
 pub use cnpj::{Cnpj, CnpjQuery, InvalidCnpj, check_digits};
+pub use fold::fold;
 pub use kind::FileKind;
 pub use locale::{Locale, UnknownLocale};
-pub use record::{Address, Contact, DetailRecord, Partner, SecondaryActivity};
+pub use record::{
+    Address, BatchRecord, City, CodeLabel, Contact, DetailRecord, Partner, ReferenceData, SecondaryActivity,
+};
 pub mod rows;

@@ -25,16 +25,22 @@ impl Locale {
             Locale::Es => "es",
         }
     }
+
+    /// The language's own name (spec §2.6).
+    pub fn language(self) -> &'static str {
+        match self {
+            Locale::PtBr => "Português (Brasil)",
+            Locale::En => "English",
+            Locale::Es => "Español",
+        }
+    }
 }
 
 impl FromStr for Locale {
     type Err = UnknownLocale;
 
     fn from_str(s: &str) -> Result<Locale, UnknownLocale> {
-        Locale::ALL
-            .into_iter()
-            .find(|l| l.code() == s)
-            .ok_or_else(|| UnknownLocale(s.to_owned()))
+        Locale::ALL.into_iter().find(|l| l.code() == s).ok_or_else(|| UnknownLocale(s.to_owned()))
     }
 }
 

@@ -90,3 +90,66 @@ pub struct Partner {
     pub nome_representante: String,
     pub qualificacao_representante: String,
 }
+
+/// The batch record: the detail record plus the batch-only fields of spec §2.2.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchRecord {
+    #[serde(flatten)]
+    pub detail: DetailRecord,
+    pub regime_tributario: String,
+    /// Additive: the regime's code (`lucro_real`, `mei`, `simples_nacional`, `nao_informado`, …).
+    pub regime_tributario_code: String,
+    pub simples_nacional: u8,
+    pub employees_count: Option<u64>,
+    pub employees_year: Option<u32>,
+    pub employees_source: Option<String>,
+    pub faturamento_estimado: Option<String>,
+}
+
+impl DetailRecord {
+    /// The search item view (spec §2.2): the detail record less `natureza_juridica(_code)`,
+    /// `capital_social`, `endereco.endereco_completo` and `contato.telefone_formatado`.
+    pub fn search_item(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).expect("a record serializes");
+        if let Some(map) = value.as_object_mut() {
+            for key in ["natureza_juridica", "natureza_juridica_code", "capital_social"] {
+                map.shift_remove(key);
+            }
+            if let Some(address) = map.get_mut("endereco").and_then(serde_json::Value::as_object_mut) {
+                address.shift_remove("endereco_completo");
+            }
+            if let Some(contact) = map.get_mut("contato").and_then(serde_json::Value::as_object_mut) {
+                contact.shift_remove("telefone_formatado");
+            }
+        }
+        value
+    }
+}
+
+/// A city of GET /api/v1/cities (spec §2.4, contract §5b).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct City {
+    pub id: String,
+    pub name: String,
+    pub state: String,
+    pub ibge_code: Option<String>,
+}
+
+/// A code with its label, as reference data lists them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CodeLabel {
+    pub code: String,
+    pub description: String,
+}
+
+/// GET /api/v1/reference-data (spec §2.5).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReferenceData {
+    pub business_sectors: Vec<CodeLabel>,
+    pub states: Vec<String>,
+    pub company_sizes: Vec<String>,
+    pub legal_natures: Vec<CodeLabel>,
+    pub registration_statuses: serde_json::Map<String, serde_json::Value>,
+    pub locale: String,
+    pub available_locales: serde_json::Map<String, serde_json::Value>,
+}

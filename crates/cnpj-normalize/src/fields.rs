@@ -65,10 +65,7 @@ pub fn capital(text: &str) -> Option<String> {
     let int = if int.is_empty() { "0" } else { int };
     let frac = format!("{frac:0<2}");
     let zero = int == "0" && frac == "00";
-    Some(format!(
-        "{}{int}.{frac}",
-        if negative && !zero { "-" } else { "" }
-    ))
+    Some(format!("{}{int}.{frac}", if negative && !zero { "-" } else { "" }))
 }
 
 /// CEP: 8 digits; 7 digits are left-padded with `0`; `00000000` and anything else → `""`.
@@ -81,11 +78,7 @@ pub fn cep(text: &str) -> String {
         7 => format!("0{text}"),
         _ => return String::new(),
     };
-    if padded.bytes().all(|b| b == b'0') {
-        String::new()
-    } else {
-        padded
-    }
+    if padded.bytes().all(|b| b == b'0') { String::new() } else { padded }
 }
 
 fn digits(text: &str) -> String {
@@ -100,11 +93,7 @@ pub fn ddd(text: &str) -> String {
 /// Telephone number: its digits; all zeros (`"0"`) or none → `""`.
 pub fn telefone(text: &str) -> String {
     let d = digits(text);
-    if d.bytes().all(|b| b == b'0') {
-        String::new()
-    } else {
-        d
-    }
+    if d.bytes().all(|b| b == b'0') { String::new() } else { d }
 }
 
 /// `(11) 12345678`; the number alone without an area code; `""` without a number.
@@ -146,11 +135,7 @@ pub fn endereco_completo(
         (false, true) => municipio_nome.to_owned(),
         (true, _) => uf.to_owned(),
     };
-    let cep = if cep.len() == 8 {
-        format!("{}-{}", &cep[..5], &cep[5..])
-    } else {
-        String::new()
-    };
+    let cep = if cep.len() == 8 { format!("{}-{}", &cep[..5], &cep[5..]) } else { String::new() };
     [logradouro, numero, complemento, bairro, &place, &cep]
         .into_iter()
         .filter(|p| !p.is_empty())
@@ -192,27 +177,9 @@ mod tests {
 
     #[test]
     fn codes_pad_to_width() {
-        check(
-            |s| code(s, 2),
-            &[
-                ("2", "02".into()),
-                ("02", "02".into()),
-                ("", String::new()),
-                ("8", "08".into()),
-            ],
-        );
-        check(
-            |s| code(s, 7),
-            &[("111301", "0111301".into()), ("6204000", "6204000".into())],
-        );
-        check(
-            |s| code(s, 4),
-            &[
-                ("1", "0001".into()),
-                ("12345", "12345".into()),
-                ("X1", "X1".into()),
-            ],
-        );
+        check(|s| code(s, 2), &[("2", "02".into()), ("02", "02".into()), ("", String::new()), ("8", "08".into())]);
+        check(|s| code(s, 7), &[("111301", "0111301".into()), ("6204000", "6204000".into())]);
+        check(|s| code(s, 4), &[("1", "0001".into()), ("12345", "12345".into()), ("X1", "X1".into())]);
     }
 
     #[test]
@@ -318,21 +285,10 @@ mod tests {
     #[test]
     fn full_address_leaves_out_empty_parts() {
         assert_eq!(
-            endereco_completo(
-                "AVENIDA PAULISTA",
-                "1000",
-                "ANDAR 5",
-                "BELA VISTA",
-                "SAO PAULO",
-                "SP",
-                "01310100"
-            ),
+            endereco_completo("AVENIDA PAULISTA", "1000", "ANDAR 5", "BELA VISTA", "SAO PAULO", "SP", "01310100"),
             "AVENIDA PAULISTA, 1000, ANDAR 5, BELA VISTA, SAO PAULO - SP, 01310-100"
         );
-        assert_eq!(
-            endereco_completo("RUA X", "S/N", "", "", "SAO PAULO", "SP", ""),
-            "RUA X, S/N, SAO PAULO - SP"
-        );
+        assert_eq!(endereco_completo("RUA X", "S/N", "", "", "SAO PAULO", "SP", ""), "RUA X, S/N, SAO PAULO - SP");
         assert_eq!(
             endereco_completo("PALPA", "2862", "", "COLEGIALES", "EXTERIOR", "EX", ""),
             "PALPA, 2862, COLEGIALES, EXTERIOR - EX"

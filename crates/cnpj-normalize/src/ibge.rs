@@ -36,10 +36,7 @@ mod tests {
     use super::*;
 
     fn check(code: &str, expected: (&str, Option<&str>)) {
-        let m = municipio(&LookupRow {
-            code: code.into(),
-            label: "X".into(),
-        });
+        let m = municipio(&LookupRow { code: code.into(), label: "X".into() });
         assert_eq!((m.uf.as_str(), m.ibge.as_deref()), expected, "{code}");
     }
 

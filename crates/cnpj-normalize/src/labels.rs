@@ -67,14 +67,8 @@ label_files!(
 );
 
 /// Tables whose codes have fixed meanings and project labels in every locale.
-pub const FIXED_DOMAINS: [&str; 6] = [
-    "situacao_cadastral",
-    "porte_empresa",
-    "regime_tributario",
-    "tipo_socio",
-    "faixa_etaria",
-    "matriz_filial",
-];
+pub const FIXED_DOMAINS: [&str; 6] =
+    ["situacao_cadastral", "porte_empresa", "regime_tributario", "tipo_socio", "faixa_etaria", "matriz_filial"];
 
 /// The project's labels of `table` in `locale`: code → label (empty when there is no file).
 pub fn translations(table: &str, locale: Locale) -> Vec<(&'static str, &'static str)> {
@@ -93,12 +87,7 @@ pub fn fixed_domains() -> Vec<LabelRow> {
     for table in FIXED_DOMAINS {
         for locale in Locale::ALL {
             for (code, label) in translations(table, locale) {
-                rows.push(LabelRow {
-                    table,
-                    code: code.to_owned(),
-                    locale,
-                    label: label.to_owned(),
-                });
+                rows.push(LabelRow { table, code: code.to_owned(), locale, label: label.to_owned() });
             }
         }
     }
@@ -116,10 +105,7 @@ impl LabelSet {
     /// `lookups` holds the month's lookup tables (municipalities excepted: names are not translated).
     /// A code met twice in a month's table keeps its first label.
     pub fn build(lookups: &[(FileKind, Vec<LookupRow>)]) -> LabelSet {
-        let mut set = LabelSet {
-            rows: fixed_domains(),
-            untranslated: Vec::new(),
-        };
+        let mut set = LabelSet { rows: fixed_domains(), untranslated: Vec::new() };
         for (kind, rows) in lookups {
             let table = kind.name();
             let others: Vec<(Locale, HashMap<&str, &str>)> = [Locale::En, Locale::Es]
@@ -138,20 +124,11 @@ impl LabelSet {
                     let label = match map.get(row.code.as_str()) {
                         Some(label) if !label.is_empty() => (*label).to_owned(),
                         _ => {
-                            set.untranslated.push(Untranslated {
-                                table,
-                                code: row.code.clone(),
-                                locale: *locale,
-                            });
+                            set.untranslated.push(Untranslated { table, code: row.code.clone(), locale: *locale });
                             row.label.clone()
                         }
                     };
-                    set.rows.push(LabelRow {
-                        table,
-                        code: row.code.clone(),
-                        locale: *locale,
-                        label,
-                    });
+                    set.rows.push(LabelRow { table, code: row.code.clone(), locale: *locale, label });
                 }
             }
         }
@@ -166,12 +143,7 @@ mod tests {
     #[test]
     fn fixed_domains_are_complete_in_every_locale() {
         for table in FIXED_DOMAINS {
-            let codes = |l| {
-                translations(table, l)
-                    .into_iter()
-                    .map(|(c, _)| c)
-                    .collect::<Vec<_>>()
-            };
+            let codes = |l| translations(table, l).into_iter().map(|(c, _)| c).collect::<Vec<_>>();
             let pt = codes(Locale::PtBr);
             assert!(!pt.is_empty(), "{table}");
             for l in [Locale::En, Locale::Es] {
@@ -189,20 +161,11 @@ mod tests {
     fn label_files_are_well_formed() {
         for (locale, table, text) in all_files() {
             let mut lines = text.lines().skip_while(|l| l.starts_with("# "));
-            assert_eq!(
-                lines.next(),
-                Some("code\tlabel"),
-                "{locale}/{table}: header"
-            );
+            assert_eq!(lines.next(), Some("code\tlabel"), "{locale}/{table}: header");
             let mut previous: Option<&str> = None;
             for line in lines {
-                let (code, label) = line
-                    .split_once('\t')
-                    .unwrap_or_else(|| panic!("{locale}/{table}: {line:?}"));
-                assert!(
-                    !code.is_empty() && !label.is_empty() && !label.contains('\t'),
-                    "{locale}/{table}: {line:?}"
-                );
+                let (code, label) = line.split_once('\t').unwrap_or_else(|| panic!("{locale}/{table}: {line:?}"));
+                assert!(!code.is_empty() && !label.is_empty() && !label.contains('\t'), "{locale}/{table}: {line:?}");
                 assert_eq!(label, label.trim(), "{locale}/{table}: {line:?}");
                 assert!(!label.contains("  "), "{locale}/{table}: {line:?}");
                 if let Some(p) = previous {
@@ -215,11 +178,7 @@ mod tests {
 
     #[test]
     fn spec_labels_for_statuses_and_sizes() {
-        let pt = |t| {
-            translations(t, Locale::PtBr)
-                .into_iter()
-                .collect::<HashMap<_, _>>()
-        };
+        let pt = |t| translations(t, Locale::PtBr).into_iter().collect::<HashMap<_, _>>();
         assert_eq!(pt("situacao_cadastral")["02"], "Ativa");
         assert_eq!(pt("situacao_cadastral")["08"], "Baixada");
         assert_eq!(pt("porte_empresa")["01"], "Microempresa (ME)");
@@ -231,45 +190,20 @@ mod tests {
         let month = vec![(
             FileKind::Motivos,
             vec![
-                LookupRow {
-                    code: "00".into(),
-                    label: "SEM MOTIVO".into(),
-                },
-                LookupRow {
-                    code: "Z9".into(),
-                    label: "NOVO MOTIVO".into(),
-                },
-                LookupRow {
-                    code: "Z9".into(),
-                    label: "REPETIDO".into(),
-                },
+                LookupRow { code: "00".into(), label: "SEM MOTIVO".into() },
+                LookupRow { code: "Z9".into(), label: "NOVO MOTIVO".into() },
+                LookupRow { code: "Z9".into(), label: "REPETIDO".into() },
             ],
         )];
         let set = LabelSet::build(&month);
-        let z9: Vec<_> = set
-            .rows
-            .iter()
-            .filter(|r| r.code == "Z9")
-            .map(|r| (r.locale, r.label.as_str()))
-            .collect();
-        assert_eq!(
-            z9,
-            vec![
-                (Locale::PtBr, "NOVO MOTIVO"),
-                (Locale::En, "NOVO MOTIVO"),
-                (Locale::Es, "NOVO MOTIVO")
-            ]
-        );
-        assert!(set.untranslated.contains(&Untranslated {
-            table: "motivos",
-            code: "Z9".into(),
-            locale: Locale::En
-        }));
+        let z9: Vec<_> = set.rows.iter().filter(|r| r.code == "Z9").map(|r| (r.locale, r.label.as_str())).collect();
+        assert_eq!(z9, vec![(Locale::PtBr, "NOVO MOTIVO"), (Locale::En, "NOVO MOTIVO"), (Locale::Es, "NOVO MOTIVO")]);
+        assert!(set.untranslated.contains(&Untranslated { table: "motivos", code: "Z9".into(), locale: Locale::En }));
         // A translated code is not reported: the fixed domains are translated in full.
         let fixed = LabelSet::build(&[(FileKind::Motivos, Vec::new())]);
         assert!(fixed.untranslated.is_empty());
-        assert!(fixed.rows.iter().any(|r| r.table == "situacao_cadastral"
-            && r.locale == Locale::Es
-            && r.label == "Activa"));
+        assert!(
+            fixed.rows.iter().any(|r| r.table == "situacao_cadastral" && r.locale == Locale::Es && r.label == "Activa")
+        );
     }
 }

@@ -11,10 +11,10 @@ mod tables;
 mod text;
 
 pub use fields::{
-    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document,
-    mask_person_document, telefone, telefone_formatado,
+    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document, mask_person_document,
+    telefone, telefone_formatado,
 };
 pub use ibge::municipio;
 pub use labels::{FIXED_DOMAINS, LabelSet, Untranslated, fixed_domains, translations};
 pub use tables::{Normalizer, Reject, TaxRegimeColumns, record_hash};
-pub use text::{clean, fold, mask_cpf_runs};
+pub use text::{clean, mask_cpf_runs};

@@ -3,16 +3,14 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use cnpj_model::rows::{
-    EmpresaRow, EstabelecimentoRow, Fields, LookupRow, RegimeRow, SimplesRow, SocioRow,
-};
-use cnpj_model::{Cnpj, CnpjQuery, FileKind, InvalidCnpj};
+use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, Fields, LookupRow, RegimeRow, SimplesRow, SocioRow};
+use cnpj_model::{Cnpj, CnpjQuery, FileKind, InvalidCnpj, fold};
 
 use crate::fields::{
-    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document,
-    mask_person_document, telefone, telefone_formatado,
+    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document, mask_person_document,
+    telefone, telefone_formatado,
 };
-use crate::text::{clean, fold, mask_cpf_runs};
+use crate::text::{clean, mask_cpf_runs};
 
 /// Why a record is not loaded. The record itself is kept verbatim in the rejects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,10 +30,7 @@ impl fmt::Display for Reject {
             }
             Reject::Cnpj { value, error } => write!(f, "invalid CNPJ {value:?}: {error}"),
             Reject::CnpjBasico { value } => {
-                write!(
-                    f,
-                    "invalid cnpj_basico {value:?}: 8 characters of [0-9A-Z] expected"
-                )
+                write!(f, "invalid cnpj_basico {value:?}: 8 characters of [0-9A-Z] expected")
             }
             Reject::Year { value } => write!(f, "invalid year {value:?}"),
             Reject::Regime { value } => write!(f, "unknown forma_de_tributacao {value:?}"),
@@ -55,16 +50,9 @@ impl TaxRegimeColumns {
     /// Finds `ano`, `cnpj` and `forma_de_tributacao` in a header (lower-cased names).
     pub fn from_header(header: &[String]) -> Result<TaxRegimeColumns, String> {
         let find = |name: &str| {
-            header
-                .iter()
-                .position(|h| h == name)
-                .ok_or_else(|| format!("header has no column {name:?}: {header:?}"))
+            header.iter().position(|h| h == name).ok_or_else(|| format!("header has no column {name:?}: {header:?}"))
         };
-        Ok(TaxRegimeColumns {
-            ano: find("ano")?,
-            cnpj: find("cnpj")?,
-            forma: find("forma_de_tributacao")?,
-        })
+        Ok(TaxRegimeColumns { ano: find("ano")?, cnpj: find("cnpj")?, forma: find("forma_de_tributacao")? })
     }
 }
 
@@ -88,11 +76,7 @@ pub struct Normalizer<'a> {
 
 impl<'a> Normalizer<'a> {
     pub fn new(municipios: &'a HashMap<String, String>) -> Normalizer<'a> {
-        Normalizer {
-            municipios,
-            s: String::new(),
-            t: String::new(),
-        }
+        Normalizer { municipios, s: String::new(), t: String::new() }
     }
 
     fn text(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> &str {
@@ -109,9 +93,7 @@ impl<'a> Normalizer<'a> {
     }
 
     fn fields(rec: &(impl Fields + ?Sized), kind: FileKind) -> Result<(), Reject> {
-        let expected = kind
-            .field_count()
-            .expect("RFB kinds have a fixed field count");
+        let expected = kind.field_count().expect("RFB kinds have a fixed field count");
         match rec.count() {
             n if n == expected => Ok(()),
             found => Err(Reject::FieldCount { expected, found }),
@@ -126,21 +108,14 @@ impl<'a> Normalizer<'a> {
 
     fn basico(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> Result<String, Reject> {
         let b = self.part(rec, i, 8);
-        if b.len() == 8
-            && b.bytes()
-                .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
-        {
+        if b.len() == 8 && b.bytes().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()) {
             Ok(b)
         } else {
             Err(Reject::CnpjBasico { value: b })
         }
     }
 
-    pub fn empresa(
-        &mut self,
-        rec: &(impl Fields + ?Sized),
-        out: &mut EmpresaRow,
-    ) -> Result<(), Reject> {
+    pub fn empresa(&mut self, rec: &(impl Fields + ?Sized), out: &mut EmpresaRow) -> Result<(), Reject> {
         Self::fields(rec, FileKind::Empresas)?;
         out.cnpj_basico = self.basico(rec, 0)?;
         clean(rec.field(1), &mut out.razao_social);
@@ -150,11 +125,7 @@ impl<'a> Normalizer<'a> {
         out.qualificacao_responsavel = self.code(rec, 3, 2);
         out.capital_social = capital(self.text(rec, 4));
         let porte = self.code(rec, 5, 2);
-        out.porte_empresa = if matches!(porte.as_str(), "00" | "01" | "03" | "05") {
-            porte
-        } else {
-            "00".into()
-        };
+        out.porte_empresa = if matches!(porte.as_str(), "00" | "01" | "03" | "05") { porte } else { "00".into() };
         clean(rec.field(6), &mut out.ente_federativo_responsavel);
         Ok(())
     }
@@ -165,16 +136,9 @@ impl<'a> Normalizer<'a> {
         out: &mut EstabelecimentoRow,
     ) -> Result<(), Reject> {
         Self::fields(rec, FileKind::Estabelecimentos)?;
-        let (b, o, d) = (
-            self.part(rec, 0, 8),
-            self.part(rec, 1, 4),
-            self.part(rec, 2, 2),
-        );
+        let (b, o, d) = (self.part(rec, 0, 8), self.part(rec, 1, 4), self.part(rec, 2, 2));
         let joined = format!("{b}{o}{d}");
-        let cnpj = Cnpj::from_bytes(joined.as_bytes()).map_err(|error| Reject::Cnpj {
-            value: joined,
-            error,
-        })?;
+        let cnpj = Cnpj::from_bytes(joined.as_bytes()).map_err(|error| Reject::Cnpj { value: joined, error })?;
         out.cnpj = cnpj.to_string();
         out.cnpj_basico = b;
         out.cnpj_ordem = o;
@@ -210,10 +174,7 @@ impl<'a> Normalizer<'a> {
         out.email = email(self.text(rec, 27));
         clean(rec.field(28), &mut out.situacao_especial);
         out.data_situacao_especial = self.date(rec, 29);
-        let municipio_nome = self
-            .municipios
-            .get(&out.municipio)
-            .map_or("", String::as_str);
+        let municipio_nome = self.municipios.get(&out.municipio).map_or("", String::as_str);
         out.endereco_completo = endereco_completo(
             &out.logradouro,
             &out.numero,
@@ -239,11 +200,7 @@ impl<'a> Normalizer<'a> {
         seen.join(",")
     }
 
-    pub fn socio(
-        &mut self,
-        rec: &(impl Fields + ?Sized),
-        out: &mut SocioRow,
-    ) -> Result<(), Reject> {
+    pub fn socio(&mut self, rec: &(impl Fields + ?Sized), out: &mut SocioRow) -> Result<(), Reject> {
         Self::fields(rec, FileKind::Socios)?;
         out.cnpj_basico = self.basico(rec, 0)?;
         out.tipo = self.code(rec, 1, 1);
@@ -258,22 +215,15 @@ impl<'a> Normalizer<'a> {
         out.data_entrada = self.date(rec, 5);
         out.pais = self.code(rec, 6, 3);
         let representante = self.text(rec, 7);
-        out.representante_legal = if representante == "***000000**" {
-            String::new()
-        } else {
-            mask_person_document(representante)
-        };
+        out.representante_legal =
+            if representante == "***000000**" { String::new() } else { mask_person_document(representante) };
         clean(rec.field(8), &mut out.nome_representante);
         out.qualificacao_representante = self.code(rec, 9, 2);
         out.faixa_etaria = self.code(rec, 10, 1);
         Ok(())
     }
 
-    pub fn simples(
-        &mut self,
-        rec: &(impl Fields + ?Sized),
-        out: &mut SimplesRow,
-    ) -> Result<(), Reject> {
+    pub fn simples(&mut self, rec: &(impl Fields + ?Sized), out: &mut SimplesRow) -> Result<(), Reject> {
         Self::fields(rec, FileKind::Simples)?;
         out.cnpj_basico = self.basico(rec, 0)?;
         out.opcao_simples = flag(self.text(rec, 1));
@@ -294,27 +244,19 @@ impl<'a> Normalizer<'a> {
         let found = rec.count();
         let needed = cols.ano.max(cols.cnpj).max(cols.forma) + 1;
         if found < needed {
-            return Err(Reject::FieldCount {
-                expected: needed,
-                found,
-            });
+            return Err(Reject::FieldCount { expected: needed, found });
         }
         let raw = self.text(rec, cols.cnpj).to_owned();
         out.cnpj = match CnpjQuery::parse(&raw) {
             Ok(CnpjQuery::Full(c)) => c.to_string(),
             Ok(CnpjQuery::Basico(_)) => {
-                return Err(Reject::Cnpj {
-                    value: raw,
-                    error: InvalidCnpj::Length(8),
-                });
+                return Err(Reject::Cnpj { value: raw, error: InvalidCnpj::Length(8) });
             }
             Err(error) => return Err(Reject::Cnpj { value: raw, error }),
         };
         out.cnpj_basico = out.cnpj[..8].to_owned();
         let year = self.text(rec, cols.ano);
-        out.ano = year.parse().map_err(|_| Reject::Year {
-            value: year.to_owned(),
-        })?;
+        out.ano = year.parse().map_err(|_| Reject::Year { value: year.to_owned() })?;
         let forma = self.text(rec, cols.forma).to_uppercase();
         out.regime = match forma.as_str() {
             "LUCRO REAL" => "lucro_real",
@@ -329,12 +271,7 @@ impl<'a> Normalizer<'a> {
     }
 
     /// A lookup line: the code padded to the table's width, the label cleaned.
-    pub fn lookup(
-        &mut self,
-        kind: FileKind,
-        rec: &(impl Fields + ?Sized),
-        out: &mut LookupRow,
-    ) -> Result<(), Reject> {
+    pub fn lookup(&mut self, kind: FileKind, rec: &(impl Fields + ?Sized), out: &mut LookupRow) -> Result<(), Reject> {
         Self::fields(rec, kind)?;
         let width = match kind {
             FileKind::Cnaes => 7,
@@ -439,9 +376,7 @@ mod tests {
             ddd_1: "11".into(),
             telefone_1: "12345678".into(),
             email: "contato@exemplo.com.br".into(),
-            endereco_completo:
-                "RUA DAS FLORES, S/N, EDIF X;BLOCO 2;APTO 3, CENTRO, SAO PAULO - SP, 01005-010"
-                    .into(),
+            endereco_completo: "RUA DAS FLORES, S/N, EDIF X;BLOCO 2;APTO 3, CENTRO, SAO PAULO - SP, 01005-010".into(),
             telefone_formatado: "(11) 12345678".into(),
             ..Default::default()
         }
@@ -478,46 +413,25 @@ mod tests {
             &bad_dv,
             Err(Reject::Cnpj {
                 value: "11222333000182".into(),
-                error: InvalidCnpj::CheckDigits {
-                    expected: "81".into(),
-                },
+                error: InvalidCnpj::CheckDigits { expected: "81".into() },
             }),
         );
-        check_estab(
-            &ESTAB[..29],
-            Err(Reject::FieldCount {
-                expected: 30,
-                found: 29,
-            }),
-        );
+        check_estab(&ESTAB[..29], Err(Reject::FieldCount { expected: 30, found: 29 }));
         let mut bad_char = ESTAB;
         bad_char[0] = "1122-333";
         check_estab(
             &bad_char,
-            Err(Reject::Cnpj {
-                value: "1122-333000181".into(),
-                error: InvalidCnpj::Character('-'),
-            }),
+            Err(Reject::Cnpj { value: "1122-333000181".into(), error: InvalidCnpj::Character('-') }),
         );
     }
 
     #[test]
     fn empresa_masks_cpf_and_defaults_porte() {
-        let got = with(
-            &fields(&[
-                "22333444",
-                "FULANO  DE TAL 12345678909",
-                "2135",
-                "50",
-                "1000,00",
-                "",
-                "",
-            ]),
-            |n, rec| {
+        let got =
+            with(&fields(&["22333444", "FULANO  DE TAL 12345678909", "2135", "50", "1000,00", "", ""]), |n, rec| {
                 let mut row = EmpresaRow::default();
                 n.empresa(rec, &mut row).map(|()| row)
-            },
-        );
+            });
         assert_eq!(
             got,
             Ok(EmpresaRow {
@@ -542,57 +456,13 @@ mod tests {
             })
             .unwrap()
         };
-        let pf = row(&[
-            "11222333",
-            "2",
-            "FULANO",
-            "***456789**",
-            "49",
-            "20200101",
-            "",
-            "***000000**",
-            "",
-            "00",
-            "5",
-        ]);
-        assert_eq!(
-            (pf.documento.as_str(), pf.representante_legal.as_str()),
-            ("***.456.789-**", "")
-        );
-        let pj = row(&[
-            "11222333",
-            "1",
-            "HOLDING",
-            "44555666000181",
-            "22",
-            "",
-            "",
-            "***123456**",
-            "BELTRANO",
-            "05",
-            "0",
-        ]);
-        assert_eq!(
-            (pj.documento.as_str(), pj.representante_legal.as_str()),
-            ("**.555.666/0001-**", "***.123.456-**")
-        );
-        let foreign = row(&[
-            "11222333",
-            "3",
-            "LLC",
-            "",
-            "37",
-            "20020320",
-            "493",
-            "***972348**",
-            "REP",
-            "17",
-            "0",
-        ]);
-        assert_eq!(
-            (foreign.documento.as_str(), foreign.pais.as_str()),
-            ("", "493")
-        );
+        let pf = row(&["11222333", "2", "FULANO", "***456789**", "49", "20200101", "", "***000000**", "", "00", "5"]);
+        assert_eq!((pf.documento.as_str(), pf.representante_legal.as_str()), ("***.456.789-**", ""));
+        let pj =
+            row(&["11222333", "1", "HOLDING", "44555666000181", "22", "", "", "***123456**", "BELTRANO", "05", "0"]);
+        assert_eq!((pj.documento.as_str(), pj.representante_legal.as_str()), ("**.555.666/0001-**", "***.123.456-**"));
+        let foreign = row(&["11222333", "3", "LLC", "", "37", "20020320", "493", "***972348**", "REP", "17", "0"]);
+        assert_eq!((foreign.documento.as_str(), foreign.pais.as_str()), ("", "493"));
     }
 
     #[test]
@@ -604,13 +474,10 @@ mod tests {
             "forma_de_tributacao".into(),
         ])
         .unwrap();
-        let got = with(
-            &fields(&["2023", "00.000.000/0001-91", "0", "LUCRO REAL"]),
-            |n, rec| {
-                let mut row = RegimeRow::default();
-                n.tax_regime(rec, cols, &mut row).map(|()| row)
-            },
-        );
+        let got = with(&fields(&["2023", "00.000.000/0001-91", "0", "LUCRO REAL"]), |n, rec| {
+            let mut row = RegimeRow::default();
+            n.tax_regime(rec, cols, &mut row).map(|()| row)
+        });
         assert_eq!(
             got,
             Ok(RegimeRow {
@@ -620,16 +487,10 @@ mod tests {
                 regime: "lucro_real".into()
             })
         );
-        let bad = with(
-            &fields(&["2023", "00.000.000/0001-91", "0", "LUCRO INVENTADO"]),
-            |n, rec| n.tax_regime(rec, cols, &mut RegimeRow::default()),
-        );
-        assert_eq!(
-            bad,
-            Err(Reject::Regime {
-                value: "LUCRO INVENTADO".into()
-            })
-        );
+        let bad = with(&fields(&["2023", "00.000.000/0001-91", "0", "LUCRO INVENTADO"]), |n, rec| {
+            n.tax_regime(rec, cols, &mut RegimeRow::default())
+        });
+        assert_eq!(bad, Err(Reject::Regime { value: "LUCRO INVENTADO".into() }));
         assert!(TaxRegimeColumns::from_header(&["ano".into()]).is_err());
     }
 

@@ -1,8 +1,4 @@
-//! Text rules for every text field: Latin-1 decoding, NUL removal, whitespace folding, CPF masking,
-//! and the search folding of contract §5.
-
-use unicode_normalization::UnicodeNormalization;
-use unicode_normalization::char::is_combining_mark;
+//! Text rules for every text field: Latin-1 decoding, NUL removal, whitespace folding, and CPF masking.
 
 /// Decodes Latin-1 (each byte is the code point of the same value, so decoding never fails and
 /// loses nothing), deletes NUL bytes, turns every run of white space into one space and trims.
@@ -51,17 +47,6 @@ pub fn mask_cpf_runs(text: &mut String) {
     }
 }
 
-/// Search folding: Unicode NFKD, combining marks removed, lower case (`ª` folds to `a`).
-pub fn fold(text: &str) -> String {
-    if text.is_ascii() {
-        return text.to_ascii_lowercase();
-    }
-    text.nfkd()
-        .filter(|&c| !is_combining_mark(c))
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,10 +90,7 @@ mod tests {
     fn eleven_digit_runs_are_masked_anywhere() {
         check_mask("JOSE DA SILVA 12345678909", "JOSE DA SILVA ***.456.789-**");
         check_mask("12345678909 JOSE", "***.456.789-** JOSE");
-        check_mask(
-            "A 12345678909 B 98765432100",
-            "A ***.456.789-** B ***.654.321-**",
-        );
+        check_mask("A 12345678909 B 98765432100", "A ***.456.789-** B ***.654.321-**");
     }
 
     #[test]
@@ -117,13 +99,5 @@ mod tests {
         check_mask("LOJA 1234567890", "LOJA 1234567890");
         check_mask("X 123456789012", "X 123456789012");
         check_mask("", "");
-    }
-
-    #[test]
-    fn folding() {
-        assert_eq!(fold("PRAÇA DA SÉ"), "praca da se");
-        assert_eq!(fold("1ª Rua"), "1a rua");
-        assert_eq!(fold("São João"), "sao joao");
-        assert_eq!(fold("ABC"), "abc");
     }
 }

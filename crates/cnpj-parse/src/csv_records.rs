@@ -36,11 +36,7 @@ impl<R: Read> Read for LineTracking<R> {
 }
 
 fn newline_positions(needle: u8, haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    haystack
-        .iter()
-        .enumerate()
-        .filter(move |&(_, &b)| b == needle)
-        .map(|(i, _)| i)
+    haystack.iter().enumerate().filter(move |&(_, &b)| b == needle).map(|(i, _)| i)
 }
 
 /// One record's raw fields; implements [`cnpj_model::rows::Fields`] for the normalizer.
@@ -92,35 +88,20 @@ impl<R: Read> Records<R> {
             .double_quote(true)
             .escape(None)
             .buffer_capacity(1 << 20)
-            .from_reader(LineTracking {
-                inner: reader,
-                offset: 0,
-                newlines: Rc::clone(&newlines),
-            });
-        Records {
-            inner,
-            newlines,
-            record: ByteRecord::new(),
-            read: 0,
-            line: 0,
-        }
+            .from_reader(LineTracking { inner: reader, offset: 0, newlines: Rc::clone(&newlines) });
+        Records { inner, newlines, record: ByteRecord::new(), read: 0, line: 0 }
     }
 
     /// The header of a headed file (tax regime).
     pub fn headers(&mut self) -> std::io::Result<Vec<String>> {
         let h = self.inner.byte_headers().map_err(into_io)?;
-        Ok(h.iter()
-            .map(|f| String::from_utf8_lossy(f).trim().to_ascii_lowercase())
-            .collect())
+        Ok(h.iter().map(|f| String::from_utf8_lossy(f).trim().to_ascii_lowercase()).collect())
     }
 
     /// Reads the next record; `Ok(false)` at the end. Errors are I/O errors of the underlying
     /// stream (a truncated or corrupt member).
     pub fn advance(&mut self) -> std::io::Result<bool> {
-        let more = self
-            .inner
-            .read_byte_record(&mut self.record)
-            .map_err(into_io)?;
+        let more = self.inner.read_byte_record(&mut self.record).map_err(into_io)?;
         if more {
             self.read += 1;
             self.line = self.start_line();
@@ -139,12 +120,7 @@ impl<R: Read> Records<R> {
             newlines.passed += 1;
         }
         let terminated = u64::from(last.is_some_and(|at| at + 1 == end));
-        let inside = self
-            .record
-            .as_slice()
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count() as u64;
+        let inside = self.record.as_slice().iter().filter(|&&b| b == b'\n').count() as u64;
         newlines.passed.saturating_sub(terminated + inside) + 1
     }
 
@@ -184,24 +160,16 @@ mod tests {
         let mut r = Records::rfb(input);
         let mut got = Vec::new();
         while r.advance().unwrap() {
-            got.push((
-                r.line(),
-                r.record().iter().map(<[u8]>::to_vec).collect::<Vec<_>>(),
-            ));
+            got.push((r.line(), r.record().iter().map(<[u8]>::to_vec).collect::<Vec<_>>()));
         }
-        let expected: Vec<_> = expected
-            .iter()
-            .map(|(l, f)| (*l, f.iter().map(|x| x.to_vec()).collect::<Vec<_>>()))
-            .collect();
+        let expected: Vec<_> =
+            expected.iter().map(|(l, f)| (*l, f.iter().map(|x| x.to_vec()).collect::<Vec<_>>())).collect();
         assert_eq!(got, expected, "input {:?}", String::from_utf8_lossy(input));
     }
 
     #[test]
     fn quoted_semicolons_stay_in_their_field() {
-        check(
-            b"\"1\";\"EDIF X;BLOCO 2\";\"\"\n",
-            &[(1, &[b"1", b"EDIF X;BLOCO 2", b""])],
-        );
+        check(b"\"1\";\"EDIF X;BLOCO 2\";\"\"\n", &[(1, &[b"1", b"EDIF X;BLOCO 2", b""])]);
     }
 
     #[test]
@@ -216,10 +184,7 @@ mod tests {
 
     #[test]
     fn nul_and_latin1_bytes_pass_through() {
-        check(
-            b"\"A\x00B\";\"PRA\xc7A\"\n",
-            &[(1, &[b"A\x00B", b"PRA\xc7A"])],
-        );
+        check(b"\"A\x00B\";\"PRA\xc7A\"\n", &[(1, &[b"A\x00B", b"PRA\xc7A"])]);
     }
 
     #[test]
@@ -229,10 +194,7 @@ mod tests {
 
     #[test]
     fn a_quoted_newline_makes_one_record_of_two_lines() {
-        check(
-            b"\"A\nB\";\"C\"\n\"D\";\"E\"\n",
-            &[(1, &[b"A\nB", b"C"]), (3, &[b"D", b"E"])],
-        );
+        check(b"\"A\nB\";\"C\"\n\"D\";\"E\"\n", &[(1, &[b"A\nB", b"C"]), (3, &[b"D", b"E"])]);
     }
 
     #[test]
@@ -245,10 +207,7 @@ mod tests {
         let mut r = Records::tax_regime(&b"ano,cnpj\r\n2023,00.000.000/0001-91\r\n"[..]);
         assert_eq!(r.headers().unwrap(), vec!["ano", "cnpj"]);
         assert!(r.advance().unwrap());
-        assert_eq!(
-            r.record().iter().collect::<Vec<_>>(),
-            vec![&b"2023"[..], b"00.000.000/0001-91"]
-        );
+        assert_eq!(r.record().iter().collect::<Vec<_>>(), vec![&b"2023"[..], b"00.000.000/0001-91"]);
         assert_eq!(r.line(), 2);
         assert!(!r.advance().unwrap());
     }

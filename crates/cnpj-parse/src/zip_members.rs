@@ -23,66 +23,33 @@ pub enum ParseError {
     #[error("cannot open {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
     #[error("{path} is not a readable zip: {source}")]
-    Zip {
-        path: PathBuf,
-        source: zip::result::ZipError,
-    },
+    Zip { path: PathBuf, source: zip::result::ZipError },
     #[error("{path}: member {member}: {source}")]
-    Member {
-        path: PathBuf,
-        member: String,
-        source: zip::result::ZipError,
-    },
+    Member { path: PathBuf, member: String, source: zip::result::ZipError },
     #[error("{path}: member {member}, line {line}: {source}")]
-    Read {
-        path: PathBuf,
-        member: String,
-        line: u64,
-        source: io::Error,
-    },
+    Read { path: PathBuf, member: String, line: u64, source: io::Error },
     #[error("{path}: no member of a known kind (expected e.g. *.ESTABELE or a known zip name)")]
     Unrecognised { path: PathBuf },
 }
 
 fn open(path: &Path) -> Result<zip::ZipArchive<BufReader<File>>, ParseError> {
-    let file = File::open(path).map_err(|source| ParseError::Open {
-        path: path.to_owned(),
-        source,
-    })?;
-    zip::ZipArchive::new(BufReader::with_capacity(1 << 20, file)).map_err(|source| {
-        ParseError::Zip {
-            path: path.to_owned(),
-            source,
-        }
-    })
+    let file = File::open(path).map_err(|source| ParseError::Open { path: path.to_owned(), source })?;
+    zip::ZipArchive::new(BufReader::with_capacity(1 << 20, file))
+        .map_err(|source| ParseError::Zip { path: path.to_owned(), source })
 }
 
 /// Reads the central directory of `path` and recognises every file member: by the zip's name
 /// first, then by the member's suffix. Directory entries are skipped.
 pub fn list_members(path: &Path) -> Result<Vec<Member>, ParseError> {
     let mut archive = open(path)?;
-    let zip_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let zip_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut members = Vec::new();
     for index in 0..archive.len() {
-        let entry = archive
-            .by_index_raw(index)
-            .map_err(|source| ParseError::Zip {
-                path: path.to_owned(),
-                source,
-            })?;
+        let entry = archive.by_index_raw(index).map_err(|source| ParseError::Zip { path: path.to_owned(), source })?;
         if entry.is_dir() {
             continue;
         }
-        let name = entry
-            .name()
-            .map_err(|source| ParseError::Zip {
-                path: path.to_owned(),
-                source,
-            })?
-            .into_owned();
+        let name = entry.name().map_err(|source| ParseError::Zip { path: path.to_owned(), source })?.into_owned();
         if let Some(kind) = FileKind::recognise(&zip_name, Some(&name)) {
             members.push(Member {
                 zip: path.to_owned(),
@@ -95,27 +62,20 @@ pub fn list_members(path: &Path) -> Result<Vec<Member>, ParseError> {
         }
     }
     if members.is_empty() {
-        return Err(ParseError::Unrecognised {
-            path: path.to_owned(),
-        });
+        return Err(ParseError::Unrecognised { path: path.to_owned() });
     }
     Ok(members)
 }
 
 /// Streams the inflated bytes of one member to `f`. The zip crate checks the CRC when the member
 /// has been read to its end; a mismatch surfaces as an `io::Error` from the reader.
-pub fn read_member<T>(
-    member: &Member,
-    f: impl FnOnce(&mut dyn Read) -> T,
-) -> Result<T, ParseError> {
+pub fn read_member<T>(member: &Member, f: impl FnOnce(&mut dyn Read) -> T) -> Result<T, ParseError> {
     let mut archive = open(&member.zip)?;
-    let mut file = archive
-        .by_index(member.index)
-        .map_err(|source| ParseError::Member {
-            path: member.zip.clone(),
-            member: member.name.clone(),
-            source,
-        })?;
+    let mut file = archive.by_index(member.index).map_err(|source| ParseError::Member {
+        path: member.zip.clone(),
+        member: member.name.clone(),
+        source,
+    })?;
     Ok(f(&mut file))
 }
 
@@ -129,11 +89,9 @@ mod tests {
         let mut w = zip::ZipWriter::new(File::create(&path).unwrap());
         for (m, data) in members {
             if m.ends_with('/') {
-                w.add_directory(*m, zip::write::SimpleFileOptions::default())
-                    .unwrap();
+                w.add_directory(*m, zip::write::SimpleFileOptions::default()).unwrap();
             } else {
-                w.start_file(*m, zip::write::SimpleFileOptions::default())
-                    .unwrap();
+                w.start_file(*m, zip::write::SimpleFileOptions::default()).unwrap();
                 w.write_all(data).unwrap();
             }
         }
@@ -165,8 +123,7 @@ mod tests {
         let path = dir.path().join("Empresas0.zip");
         let mut w = zip::ZipWriter::new(File::create(&path).unwrap());
         let options = zip::write::SimpleFileOptions::default().large_file(true);
-        w.start_file("K3241.K03200Y0.D60913.EMPRECSV", options)
-            .unwrap();
+        w.start_file("K3241.K03200Y0.D60913.EMPRECSV", options).unwrap();
         w.write_all(b"\"11222333\"\n").unwrap();
         w.finish().unwrap();
         let members = list_members(&path).unwrap();
@@ -176,10 +133,7 @@ mod tests {
         })
         .unwrap()
         .unwrap();
-        assert_eq!(
-            (members[0].kind, text.as_str()),
-            (FileKind::Empresas, "\"11222333\"\n")
-        );
+        assert_eq!((members[0].kind, text.as_str()), (FileKind::Empresas, "\"11222333\"\n"));
     }
 
     #[test]
@@ -188,21 +142,14 @@ mod tests {
         let p = dir.path().join("Empresas0.zip");
         std::fs::write(&p, b"not a zip at all").unwrap();
         let err = list_members(&p).unwrap_err().to_string();
-        assert!(
-            err.contains("Empresas0.zip") && err.contains("not a readable zip"),
-            "{err}"
-        );
+        assert!(err.contains("Empresas0.zip") && err.contains("not a readable zip"), "{err}");
     }
 
     #[test]
     fn a_corrupt_member_fails_while_streaming() {
         let dir = tempfile::tempdir().unwrap();
         let data = vec![b'x'; 4096];
-        let p = zip_with(
-            dir.path(),
-            "Cnaes.zip",
-            &[("F.K03200$Z.D60314.CNAECSV", &data)],
-        );
+        let p = zip_with(dir.path(), "Cnaes.zip", &[("F.K03200$Z.D60314.CNAECSV", &data)]);
         // Flip one byte of the stored payload: deflate output or CRC no longer agree.
         let mut bytes = std::fs::read(&p).unwrap();
         let at = bytes.windows(4).position(|w| w == b"CNAE").unwrap() + 20;

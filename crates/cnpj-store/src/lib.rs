@@ -1,37 +1,44 @@
-//! Reads a built registry dataset (DuckDB file, opened read-only): detail records by CNPJ in any
-//! locale. The CLI's `show` and the API serve records through this crate.
+//! Reads a built registry dataset (DuckDB file, opened read-only): detail and batch records by
+//! CNPJ, search, reference data and cities, in any locale. The CLI's `show` and the API serve
+//! records through this crate. Safe to share between threads: each call borrows one connection of
+//! a small pool.
+
+mod search;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-use cnpj_model::{Address, CnpjQuery, Contact, DetailRecord, Locale, Partner, SecondaryActivity};
+use cnpj_model::{
+    Address, BatchRecord, City, CnpjQuery, CodeLabel, Contact, DetailRecord, Locale, Partner, ReferenceData,
+    SecondaryActivity, fold,
+};
 use duckdb::{AccessMode, Config, Connection, OptionalExt, Row};
+
+pub use search::SearchFilters;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open the dataset {path}: {source}")]
-    Open {
-        path: PathBuf,
-        source: duckdb::Error,
-    },
+    Open { path: PathBuf, source: duckdb::Error },
     #[error("{path} is not a registry dataset (no metadata table)")]
     NotADataset { path: PathBuf },
     #[error("query failed ({context}): {source}")]
-    Query {
-        context: &'static str,
-        source: duckdb::Error,
-    },
+    Query { context: &'static str, source: duckdb::Error },
 }
 
 fn query(context: &'static str) -> impl FnOnce(duckdb::Error) -> StoreError {
     move |source| StoreError::Query { context, source }
 }
 
-/// An open dataset with its labels in memory.
+/// An open dataset with its labels and cities in memory.
 pub struct Store {
-    conn: Connection,
+    primary: Mutex<Connection>,
+    pool: Mutex<Vec<Connection>>,
     labels: HashMap<(Locale, String, String), String>,
     municipios: HashMap<String, (String, Option<String>)>,
+    /// Cities in the order of contract §5b, with their folded names.
+    cities: Vec<(String, City)>,
     source_month: String,
 }
 
@@ -58,37 +65,35 @@ SELECT nome, qualificacao, tipo, documento, CAST(data_entrada AS VARCHAR), faixa
 FROM socios WHERE cnpj_basico = ?
 ORDER BY data_entrada NULLS LAST, nome, documento";
 
+/// The served regime (contract §2): the latest year's tax regime; else MEI, Simples Nacional or
+/// "não informado" from Simples. And `simples_nacional` (1 when `opcao_simples = S`).
+const REGIME: &str = "
+SELECT coalesce(
+           (SELECT regime FROM regimes_tributarios WHERE cnpj_basico = $1 ORDER BY ano DESC, seq LIMIT 1),
+           CASE WHEN s.opcao_mei = 'S' THEN 'mei' WHEN s.opcao_simples = 'S' THEN 'simples_nacional' END,
+           'nao_informado'),
+       CAST(coalesce(s.opcao_simples = 'S', FALSE) AS UTINYINT)
+FROM (SELECT 1) LEFT JOIN simples s ON s.cnpj_basico = $2";
+
 impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let open_err = |source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        };
+        let open_err = |source| StoreError::Open { path: path.to_owned(), source };
         if !path.is_file() {
             return Err(open_err(duckdb::Error::InvalidPath(path.to_owned())));
         }
-        let config = Config::default()
-            .access_mode(AccessMode::ReadOnly)
-            .map_err(open_err)?;
+        let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(open_err)?;
         let conn = Connection::open_with_flags(path, config).map_err(open_err)?;
+        // Point lookups and small scans: two threads per query is plenty; concurrency comes from the pool.
+        conn.execute_batch("SET threads = 2").map_err(open_err)?;
         let source_month: String = conn
-            .query_row(
-                "SELECT value FROM metadata WHERE key = 'source_month'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|_| StoreError::NotADataset {
-                path: path.to_owned(),
-            })?;
+            .query_row("SELECT value FROM metadata WHERE key = 'source_month'", [], |r| r.get(0))
+            .map_err(|_| StoreError::NotADataset { path: path.to_owned() })?;
         let mut labels = HashMap::new();
         {
-            let mut stmt = conn
-                .prepare("SELECT locale, tabela, codigo, descricao FROM labels")
-                .map_err(query("labels"))?;
+            let mut stmt =
+                conn.prepare("SELECT locale, tabela, codigo, descricao FROM labels").map_err(query("labels"))?;
             let rows = stmt
-                .query_map([], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .map_err(query("labels"))?;
             for row in rows {
                 let (locale, table, code, label) = row.map_err(query("labels"))?;
@@ -98,24 +103,37 @@ impl Store {
             }
         }
         let mut municipios = HashMap::new();
+        let mut cities = Vec::new();
         {
-            let mut stmt = conn
-                .prepare("SELECT code, name, ibge FROM municipios")
-                .map_err(query("municipios"))?;
+            let mut stmt = conn.prepare("SELECT code, name, uf, ibge FROM municipios").map_err(query("municipios"))?;
             let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+                .query_map([], |r| Ok(City { id: r.get(0)?, name: r.get(1)?, state: r.get(2)?, ibge_code: r.get(3)? }))
                 .map_err(query("municipios"))?;
             for row in rows {
-                let (code, value) = row.map_err(query("municipios"))?;
-                municipios.insert(code, value);
+                let city = row.map_err(query("municipios"))?;
+                municipios.insert(city.id.clone(), (city.name.clone(), city.ibge_code.clone()));
+                cities.push((fold(&city.name), city));
             }
         }
-        Ok(Store {
-            conn,
-            labels,
-            municipios,
-            source_month,
-        })
+        cities.sort_by(|(fa, a), (fb, b)| (fa, &a.name, &a.id).cmp(&(fb, &b.name, &b.id)));
+        Ok(Store { primary: Mutex::new(conn), pool: Mutex::new(Vec::new()), labels, municipios, cities, source_month })
+    }
+
+    /// Runs `f` on a pooled connection (a new one is cloned from the primary when none is free).
+    fn with_conn<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let pooled = self.pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => self
+                .primary
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .try_clone()
+                .map_err(query("connecting"))?,
+        };
+        let result = f(&conn);
+        self.pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+        result
     }
 
     /// The `YYYY-MM` of the dump this dataset was built from (empty when unknown).
@@ -125,38 +143,147 @@ impl Store {
 
     /// The label of `code` in `table`, `""` for an unknown or empty code.
     pub fn label(&self, locale: Locale, table: &str, code: &str) -> String {
-        self.labels
-            .get(&(locale, table.to_owned(), code.to_owned()))
-            .cloned()
-            .unwrap_or_default()
+        self.labels.get(&(locale, table.to_owned(), code.to_owned())).cloned().unwrap_or_default()
     }
 
     /// The detail record of one establishment, or of a company's head office for an 8-character query.
-    pub fn detail(
+    pub fn detail(&self, query_: &CnpjQuery, locale: Locale) -> Result<Option<DetailRecord>, StoreError> {
+        self.with_conn(|conn| Ok(self.detail_on(conn, query_, locale)?.map(|(record, _)| record)))
+    }
+
+    /// The batch record (detail plus regime and Simples fields) of one CNPJ or company.
+    pub fn batch(&self, query_: &CnpjQuery, locale: Locale) -> Result<Option<BatchRecord>, StoreError> {
+        self.with_conn(|conn| {
+            let Some((detail, basico)) = self.detail_on(conn, query_, locale)? else { return Ok(None) };
+            let mut stmt = conn.prepare_cached(REGIME).map_err(query("regime"))?;
+            let (regime, simples): (String, u8) =
+                stmt.query_row([&basico, &basico], |r| Ok((r.get(0)?, r.get(1)?))).map_err(query("regime"))?;
+            Ok(Some(BatchRecord {
+                detail,
+                regime_tributario: self.label(locale, "regime_tributario", &regime),
+                regime_tributario_code: regime,
+                simples_nacional: simples,
+                employees_count: None,
+                employees_year: None,
+                employees_source: None,
+                faturamento_estimado: None,
+            }))
+        })
+    }
+
+    fn detail_on(
         &self,
+        conn: &Connection,
         query_: &CnpjQuery,
         locale: Locale,
-    ) -> Result<Option<DetailRecord>, StoreError> {
+    ) -> Result<Option<(DetailRecord, String)>, StoreError> {
         let record = match query_ {
             CnpjQuery::Full(cnpj) => {
                 let sql = format!("{DETAIL} WHERE e.cnpj = ?");
-                let mut stmt = self.conn.prepare_cached(&sql).map_err(query("detail"))?;
+                let mut stmt = conn.prepare_cached(&sql).map_err(query("detail"))?;
                 stmt.query_row([cnpj.as_str()], |r| self.record(r, locale)).optional()
             }
             CnpjQuery::Basico(_) => {
                 let sql = format!(
                     "{DETAIL} WHERE e.cnpj_basico = ? ORDER BY (e.matriz_filial = '1') DESC, e.cnpj_ordem LIMIT 1"
                 );
-                let mut stmt = self.conn.prepare_cached(&sql).map_err(query("detail"))?;
+                let mut stmt = conn.prepare_cached(&sql).map_err(query("detail"))?;
                 stmt.query_row([query_.basico()], |r| self.record(r, locale)).optional()
             }
         }
         .map_err(query("detail"))?;
-        let Some((mut record, basico)) = record else {
-            return Ok(None);
-        };
-        record.socios = self.partners(&basico, locale)?;
-        Ok(Some(record))
+        let Some((mut record, basico)) = record else { return Ok(None) };
+        record.socios = self.partners(conn, &basico, locale)?;
+        Ok(Some((record, basico)))
+    }
+
+    /// One page of search results (ordered by CNPJ) and the total number of matches.
+    pub fn search(
+        &self,
+        filters: &SearchFilters,
+        page: u64,
+        per_page: u64,
+        locale: Locale,
+    ) -> Result<(u64, Vec<DetailRecord>), StoreError> {
+        let (clause, params) = filters.sql(|name| {
+            let folded = fold(name);
+            self.cities.iter().filter(|(f, _)| *f == folded).map(|(_, c)| c.id.clone()).collect()
+        });
+        let from = format!("FROM estabelecimentos e LEFT JOIN empresas c ON c.cnpj_basico = e.cnpj_basico{clause}");
+        self.with_conn(|conn| {
+            let total: i64 = conn
+                .prepare(&format!("SELECT count(*) {from}"))
+                .and_then(|mut s| s.query_row(duckdb::params_from_iter(&params), |r| r.get(0)))
+                .map_err(query("search count"))?;
+            let offset = page.saturating_sub(1).saturating_mul(per_page);
+            if total <= 0 || offset >= total as u64 {
+                return Ok((total.max(0) as u64, Vec::new()));
+            }
+            let sql = format!("SELECT e.cnpj {from} ORDER BY e.cnpj LIMIT {per_page} OFFSET {offset}");
+            let cnpjs: Vec<String> = conn
+                .prepare(&sql)
+                .and_then(|mut s| {
+                    s.query_map(duckdb::params_from_iter(&params), |r| r.get(0))?.collect::<Result<_, _>>()
+                })
+                .map_err(query("search page"))?;
+            let mut records = Vec::with_capacity(cnpjs.len());
+            for cnpj in cnpjs {
+                let q = CnpjQuery::parse(&cnpj).expect("the dataset holds valid CNPJs");
+                if let Some((record, _)) = self.detail_on(conn, &q, locale)? {
+                    records.push(record);
+                }
+            }
+            Ok((total as u64, records))
+        })
+    }
+
+    fn labels_of(&self, locale: Locale, table: &str) -> Vec<CodeLabel> {
+        let mut list: Vec<CodeLabel> = self
+            .labels
+            .iter()
+            .filter(|((l, t, _), _)| *l == locale && t == table)
+            .map(|((_, _, code), label)| CodeLabel { code: code.clone(), description: label.clone() })
+            .collect();
+        list.sort_by(|a, b| a.code.cmp(&b.code));
+        list
+    }
+
+    /// Reference data (spec §2.5) in `locale`.
+    pub fn reference_data(&self, locale: Locale) -> ReferenceData {
+        let mut states: Vec<String> =
+            self.cities.iter().map(|(_, c)| c.state.clone()).filter(|s| s.len() == 2 && s != "EX").collect();
+        states.sort();
+        states.dedup();
+        ReferenceData {
+            business_sectors: self.labels_of(locale, "cnaes"),
+            states,
+            company_sizes: ["01", "03", "05"].map(String::from).to_vec(),
+            legal_natures: self.labels_of(locale, "naturezas"),
+            registration_statuses: self
+                .labels_of(locale, "situacao_cadastral")
+                .into_iter()
+                .map(|c| (c.code, c.description.into()))
+                .collect(),
+            locale: locale.code().to_owned(),
+            available_locales: Locale::ALL.iter().map(|l| (l.code().to_owned(), l.language().into())).collect(),
+        }
+    }
+
+    /// Cities filtered by state (exact) and term (folded substring of the name), ordered per
+    /// contract §5b; one page and the total.
+    pub fn cities(&self, state: Option<&str>, term: Option<&str>, page: u64, per_page: u64) -> (u64, Vec<City>) {
+        let term = term.map(fold);
+        let matching: Vec<&City> = self
+            .cities
+            .iter()
+            .filter(|(folded, c)| {
+                state.is_none_or(|s| c.state == s) && term.as_deref().is_none_or(|t| folded.contains(t))
+            })
+            .map(|(_, c)| c)
+            .collect();
+        let offset = page.saturating_sub(1).saturating_mul(per_page) as usize;
+        let items = matching.iter().skip(offset).take(per_page as usize).map(|c| (*c).clone()).collect();
+        (matching.len() as u64, items)
     }
 
     fn record(&self, r: &Row<'_>, locale: Locale) -> duckdb::Result<(DetailRecord, String)> {
@@ -170,19 +297,12 @@ impl Store {
         let secundarios: Vec<String> = match r.get_ref(7)?.to_owned() {
             duckdb::types::Value::List(items) => items
                 .into_iter()
-                .filter_map(|v| {
-                    if let duckdb::types::Value::Text(t) = v {
-                        Some(t)
-                    } else {
-                        None
-                    }
-                })
+                .filter_map(|v| if let duckdb::types::Value::Text(t) = v { Some(t) } else { None })
                 .collect(),
             _ => Vec::new(),
         };
         let municipio = s(12)?;
-        let (municipio_nome, municipio_ibge) =
-            self.municipios.get(&municipio).cloned().unwrap_or_default();
+        let (municipio_nome, municipio_ibge) = self.municipios.get(&municipio).cloned().unwrap_or_default();
         let matriz = s(22)?;
         let motivo = s(24)?;
         let pais = s(29)?;
@@ -201,10 +321,7 @@ impl Store {
             cnae_fiscal: cnae,
             cnaes_secundarios: secundarios
                 .into_iter()
-                .map(|codigo| SecondaryActivity {
-                    descricao: label("cnaes", &codigo),
-                    codigo,
-                })
+                .map(|codigo| SecondaryActivity { descricao: label("cnaes", &codigo), codigo })
                 .collect(),
             endereco: Address {
                 logradouro: s(8)?,
@@ -246,8 +363,8 @@ impl Store {
         Ok((record, s(34)?))
     }
 
-    fn partners(&self, basico: &str, locale: Locale) -> Result<Vec<Partner>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(SOCIOS).map_err(query("socios"))?;
+    fn partners(&self, conn: &Connection, basico: &str, locale: Locale) -> Result<Vec<Partner>, StoreError> {
+        let mut stmt = conn.prepare_cached(SOCIOS).map_err(query("socios"))?;
         let rows = stmt
             .query_map([basico], |r| {
                 let s = |i: usize| -> duckdb::Result<String> { r.get(i) };

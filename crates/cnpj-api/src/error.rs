@@ -1,0 +1,74 @@
+//! The JSON error envelope of contract §6: every error is `{"success": false, "message": …}`,
+//! with `errors: {param: [msg]}` on 400.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// Invalid input: parameter → messages.
+    BadRequest(Map<String, Value>),
+    Unauthenticated,
+    InsufficientCredits,
+    CompanyNotFound,
+    NotFound,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    TooManyRequests {
+        retry_after: u64,
+    },
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn invalid(param: &str, message: impl Into<String>) -> ApiError {
+        let mut errors = Map::new();
+        errors.insert(param.to_owned(), json!([message.into()]));
+        ApiError::BadRequest(errors)
+    }
+}
+
+impl<E: std::fmt::Display> From<E> for ApiError
+where
+    E: std::error::Error,
+{
+    fn from(e: E) -> ApiError {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message) = match &self {
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "Invalid input parameters"),
+            ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),
+            ApiError::InsufficientCredits => (StatusCode::PAYMENT_REQUIRED, "Insufficient credits."),
+            ApiError::CompanyNotFound => (StatusCode::NOT_FOUND, "Company not found."),
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "Not found."),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large."),
+            ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "Too many requests."),
+            ApiError::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error.")
+            }
+        };
+        let mut body = json!({"success": false, "message": message});
+        if let ApiError::BadRequest(errors) = &self {
+            body["errors"] = Value::Object(errors.clone());
+        }
+        let mut response = (status, Json(body)).into_response();
+        match self {
+            ApiError::Unauthenticated => {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::TooManyRequests { retry_after } => {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            }
+            _ => {}
+        }
+        response
+    }
+}

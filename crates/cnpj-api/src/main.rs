@@ -1,0 +1,153 @@
+//! `cnpj-api`: serves a registry dataset over HTTP (spec + contract §3-§7), and the operator's
+//! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
+
+mod error;
+mod limits;
+mod params;
+mod server;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use cnpj_accounts::Accounts;
+use cnpj_store::Store;
+
+#[derive(Debug, Parser)]
+#[command(name = "cnpj-api", version, about = "The read-only CNPJ registry API")]
+struct Cli {
+    /// The accounts store (SQLite file; created when missing).
+    #[arg(long, global = true, env = "CNPJ_API_ACCOUNTS", default_value = "accounts.sqlite")]
+    accounts: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve a dataset. SIGHUP re-opens --db (swap without restart); SIGTERM shuts down gracefully.
+    Serve {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Requests per rolling minute per user.
+        #[arg(long, default_value_t = 100)]
+        rate_limit: u32,
+        /// The rate limit's rolling window, in seconds.
+        #[arg(long, default_value_t = 60)]
+        rate_window: u64,
+        #[arg(long, default_value_t = 1)]
+        price_detail: i64,
+        #[arg(long, default_value_t = 1)]
+        price_search: i64,
+        /// Credits per CNPJ found in a batch.
+        #[arg(long, default_value_t = 1)]
+        price_batch: i64,
+    },
+    /// Manage users, tokens and credits.
+    Accounts {
+        #[command(subcommand)]
+        command: AccountsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AccountsCommand {
+    CreateUser {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        credits: i64,
+    },
+    /// Prints a new token once; only its hash is kept.
+    IssueToken {
+        user: String,
+        /// Days until the token expires (never by default).
+        #[arg(long)]
+        expires: Option<u32>,
+    },
+    RevokeToken {
+        prefix: String,
+    },
+    /// Adds credits (negative to take away; never below zero).
+    Grant {
+        user: String,
+        #[arg(allow_negative_numbers = true)]
+        credits: i64,
+    },
+    Show {
+        user: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let accounts = Accounts::open(&cli.accounts)
+        .with_context(|| format!("opening the accounts store {}", cli.accounts.display()))?;
+    match cli.command {
+        Command::Serve { db, listen, rate_limit, rate_window, price_detail, price_search, price_batch } => {
+            let store = Store::open(&db)?;
+            let prices = server::Prices { detail: price_detail, batch_item: price_batch, search: price_search };
+            let limiter = limits::RateLimiter::new(rate_limit, std::time::Duration::from_secs(rate_window));
+            let state = Arc::new(server::AppState::new(db, store, accounts, limiter, prices));
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
+                let addr = listener.local_addr()?;
+                println!("http://{addr}");
+                std::io::stdout().flush()?;
+                tracing::info!(%addr, "serving");
+                server::reload_on_sighup(Arc::clone(&state))?;
+                axum::serve(listener, server::router(state)).with_graceful_shutdown(server::shutdown_signal()).await?;
+                anyhow::Ok(())
+            })
+        }
+        Command::Accounts { command } => {
+            match command {
+                AccountsCommand::CreateUser { name, credits } => {
+                    let user = accounts.create_user(&name, credits)?;
+                    println!("created user {} with {} credits", user.name, user.credits);
+                }
+                AccountsCommand::IssueToken { user, expires } => println!("{}", accounts.issue_token(&user, expires)?),
+                AccountsCommand::RevokeToken { prefix } => {
+                    accounts.revoke_token(&prefix)?;
+                    println!("revoked {prefix}");
+                }
+                AccountsCommand::Grant { user, credits } => {
+                    let user = accounts.grant(&user, credits)?;
+                    println!("{} has {} credits", user.name, user.credits);
+                }
+                AccountsCommand::Show { user } => {
+                    let (user, tokens, used) = accounts.show(&user)?;
+                    println!("user {}: {} credits, {} used", user.name, user.credits, used);
+                    for t in tokens {
+                        let state = match (t.revoked_at, t.expires_at) {
+                            (Some(_), _) => "revoked".to_owned(),
+                            (None, Some(at)) => format!("expires at {at}"),
+                            (None, None) => "active".to_owned(),
+                        };
+                        println!("  {}…  {state}", t.prefix);
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The HTTP service: routes, authentication and rate limiting, credits, dataset swap.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use cnpj_accounts::{Accounts, User};
+use cnpj_model::CnpjQuery;
+use cnpj_store::Store;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::limits::{BatchCache, RateLimiter};
+use crate::params::{self, Params};
+
+/// Credits per request (contract §7 defaults: 1, 1 per found CNPJ, 1 per non-empty page).
+#[derive(Clone, Copy, Debug)]
+pub struct Prices {
+    pub detail: i64,
+    pub batch_item: i64,
+    pub search: i64,
+}
+
+impl Default for Prices {
+    fn default() -> Prices {
+        Prices { detail: 1, batch_item: 1, search: 1 }
+    }
+}
+
+pub struct AppState {
+    dataset: PathBuf,
+    store: RwLock<Arc<Store>>,
+    accounts: Arc<Accounts>,
+    limiter: RateLimiter,
+    cache: BatchCache,
+    prices: Prices,
+}
+
+impl AppState {
+    pub fn new(dataset: PathBuf, store: Store, accounts: Accounts, limiter: RateLimiter, prices: Prices) -> AppState {
+        AppState {
+            dataset,
+            store: RwLock::new(Arc::new(store)),
+            accounts: Arc::new(accounts),
+            limiter,
+            cache: BatchCache::new(Duration::from_secs(6 * 3600)),
+            prices,
+        }
+    }
+
+    /// The dataset being served; a request keeps the one it started with.
+    fn store(&self) -> Arc<Store> {
+        Arc::clone(&self.store.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Opens the dataset file again and serves it from now on; the batch cache is dropped.
+    pub fn reload(&self) -> Result<String, cnpj_store::StoreError> {
+        let store = Store::open(&self.dataset)?;
+        let month = store.source_month().to_owned();
+        *self.store.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(store);
+        self.cache.clear();
+        Ok(month)
+    }
+}
+
+type Shared = Arc<AppState>;
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
+}
+
+pub fn router(state: Shared) -> Router {
+    let api = Router::new()
+        .route("/api/v1/companies/search", get(search))
+        .route("/api/v1/companies/batch", post(batch))
+        .route("/api/v1/companies/{cnpj}", get(detail))
+        .route("/api/v1/reference-data", get(reference_data))
+        .route("/api/v1/cities", get(cities))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate));
+    Router::new()
+        .merge(api)
+        .route("/healthz", get(healthz))
+        .route("/api/v1/openapi.json", get(openapi))
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::Internal("panic".into()).into_response()))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Bearer token → user; then the rate limit; the limit headers go on every authenticated response.
+async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_owned());
+    let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
+    let accounts = Arc::clone(&state.accounts);
+    let user = match blocking(move || Ok(accounts.authenticate(&token)?)).await {
+        Ok(Some(user)) => user,
+        Ok(None) => return ApiError::Unauthenticated.into_response(),
+        Err(e) => return e.into_response(),
+    };
+    let limit = state.limiter.limit();
+    let (mut response, remaining) = match state.limiter.check(user.id) {
+        Ok(remaining) => {
+            request.extensions_mut().insert(user);
+            (next.run(request).await, remaining)
+        }
+        Err(retry_after) => (ApiError::TooManyRequests { retry_after }.into_response(), 0),
+    };
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(limit));
+    headers.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
+    response
+}
+
+/// Debits `amount`; `Err(402)` when the balance cannot cover it (nothing is debited).
+async fn charge(state: &Shared, user: &User, amount: i64, what: &'static str) -> Result<i64, ApiError> {
+    let accounts = Arc::clone(&state.accounts);
+    let id = user.id;
+    blocking(move || accounts.charge(id, amount, what)?.map_err(|_| ApiError::InsufficientCredits)).await
+}
+
+async fn healthz(State(state): State<Shared>) -> Json<Value> {
+    Json(json!({"status": "ok", "source_month": state.store().source_month()}))
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], include_str!("../../../schemas/openapi.json"))
+}
+
+async fn detail(
+    State(state): State<Shared>,
+    Extension(user): Extension<User>,
+    Path(cnpj): Path<String>,
+    Query(params): Query<Params>,
+) -> Result<Json<Value>, ApiError> {
+    let locale = params::locale(&params)?;
+    let query = CnpjQuery::parse(&cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
+    let store = state.store();
+    let record = blocking(move || Ok(store.detail(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
+    charge(&state, &user, state.prices.detail, "detail").await?;
+    Ok(Json(json!({"success": true, "data": record})))
+}
+
+async fn search(
+    State(state): State<Shared>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+) -> Result<Json<Value>, ApiError> {
+    let locale = params::locale(&params)?;
+    let (page, per_page) = params::pagination(&params)?;
+    let filters = params::search_filters(&params)?;
+    let store = state.store();
+    let (total, records) = blocking(move || Ok(store.search(&filters, page, per_page, locale)?)).await?;
+    if !records.is_empty() {
+        charge(&state, &user, state.prices.search, "search").await?;
+    }
+    let from = if records.is_empty() { 0 } else { (page - 1) * per_page + 1 };
+    let to = if records.is_empty() { 0 } else { from + records.len() as u64 - 1 };
+    let data: Vec<Value> = records.iter().map(|r| r.search_item()).collect();
+    Ok(Json(json!({
+        "success": true,
+        "total": total,
+        "per_page": per_page,
+        "current_page": page,
+        "last_page": total.div_ceil(per_page).max(1),
+        "from": from,
+        "to": to,
+        "data": data,
+    })))
+}
+
+async fn reference_data(State(state): State<Shared>, Query(params): Query<Params>) -> Result<Json<Value>, ApiError> {
+    let locale = params::locale(&params)?;
+    Ok(Json(json!({"success": true, "data": state.store().reference_data(locale)})))
+}
+
+async fn cities(State(state): State<Shared>, Query(params): Query<Params>) -> Result<Json<Value>, ApiError> {
+    params::locale(&params)?;
+    let (page, per_page) = params::pagination(&params)?;
+    let state_filter = params::city_state(&params)?;
+    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(&params), page, per_page);
+    let from = if items.is_empty() { 0 } else { (page - 1) * per_page + 1 };
+    let to = if items.is_empty() { 0 } else { from + items.len() as u64 - 1 };
+    Ok(Json(json!({
+        "success": true,
+        "data": items,
+        "pagination": {
+            "total": total,
+            "per_page": per_page,
+            "current_page": page,
+            "last_page": total.div_ceil(per_page).max(1),
+            "from": from,
+            "to": to,
+        },
+    })))
+}
+
+const INVALID_FORMAT: &str = "Invalid CNPJ format. Provide 8 digits (cnpj_basico) or 14 digits (full CNPJ).";
+
+async fn batch(
+    State(state): State<Shared>,
+    Extension(user): Extension<User>,
+    Query(params): Query<Params>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::invalid("body", e.body_text())
+        }
+    })?;
+    let locale = params::locale(&params)?;
+    let entries: Vec<String> = match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(map)) => match map.get("cnpjs") {
+            Some(Value::Array(items)) if (1..=100).contains(&items.len()) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| ApiError::invalid("cnpjs", "Every entry must be a string."))?,
+            Some(Value::Array(_)) => return Err(ApiError::invalid("cnpjs", "Send 1 to 100 CNPJs.")),
+            _ => return Err(ApiError::invalid("cnpjs", "The body must be {\"cnpjs\": [strings]}.")),
+        },
+        _ => return Err(ApiError::invalid("body", "The body must be a JSON object {\"cnpjs\": [strings]}.")),
+    };
+    let total_requested = entries.len();
+    // Deduplicate by normalized form (an invalid entry by its exact text), keeping first occurrences.
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    let mut items: Vec<(String, Result<CnpjQuery, ()>)> = Vec::new();
+    for entry in entries {
+        let parsed = CnpjQuery::parse(&entry).map_err(|_| ());
+        let key = match &parsed {
+            Ok(CnpjQuery::Full(c)) => c.to_string(),
+            Ok(q @ CnpjQuery::Basico(_)) => q.basico().to_owned(),
+            Err(()) => format!("invalid:{entry}"),
+        };
+        if seen.insert(key, ()).is_none() {
+            items.push((entry, parsed));
+        }
+    }
+    let store = state.store();
+    let state2 = Arc::clone(&state);
+    let results = blocking(move || {
+        let mut results = Vec::with_capacity(items.len());
+        for (entry, parsed) in items {
+            let found = match parsed {
+                Err(()) => Err(()),
+                Ok(query) => {
+                    let key = match &query {
+                        CnpjQuery::Full(c) => c.to_string(),
+                        q => q.basico().to_owned(),
+                    };
+                    match state2.cache.get(&key, locale) {
+                        Some(cached) => Ok(cached),
+                        None => {
+                            let record = store.batch(&query, locale)?.map(Arc::new);
+                            state2.cache.put(&key, locale, record.clone());
+                            Ok(record)
+                        }
+                    }
+                }
+            };
+            results.push((entry, found));
+        }
+        Ok(results)
+    })
+    .await?;
+    let found = results.iter().filter(|(_, r)| matches!(r, Ok(Some(_)))).count() as i64;
+    let cost = found * state.prices.batch_item;
+    let remaining = charge(&state, &user, cost, "batch").await?;
+    let data: Vec<Value> = results
+        .into_iter()
+        .map(|(cnpj, result)| match result {
+            Ok(Some(record)) => json!({"cnpj": cnpj, "success": true, "data": *record}),
+            Ok(None) => json!({"cnpj": cnpj, "success": false, "error": "Company not found."}),
+            Err(()) => json!({"cnpj": cnpj, "success": false, "error": INVALID_FORMAT}),
+        })
+        .collect();
+    Ok(Json(json!({
+        "success": true,
+        "data": data,
+        "total_requested": total_requested,
+        "total_found": found,
+        "credits_used": cost,
+        "credits_remaining": remaining,
+    })))
+}
+
+/// Reloads the dataset on SIGHUP, for a swap without restart.
+pub fn reload_on_sighup(state: Shared) -> std::io::Result<()> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let s = Arc::clone(&state);
+            match tokio::task::spawn_blocking(move || s.reload()).await {
+                Ok(Ok(month)) => tracing::info!(source_month = %month, "dataset reloaded"),
+                Ok(Err(e)) => tracing::error!(error = %e, "dataset reload failed; still serving the previous one"),
+                Err(e) => tracing::error!(error = %e, "dataset reload panicked"),
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Waits for SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            s.recv().await;
+        }
+    };
+    tokio::select! {
+        _ = term => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+}

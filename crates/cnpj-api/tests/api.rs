@@ -1,0 +1,454 @@
+//! End-to-end tests of `cnpj-api`: the real binary on a loopback port, over a real DuckDB dataset
+//! built from the project's sample dump, with a real SQLite accounts store, called over HTTP.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn build_dataset(input: &Path, db: &Path) {
+    cnpj_build::build(&cnpj_build::BuildOptions::new(input, db), &cnpj_build::NoObserver).expect("the dataset builds");
+}
+
+fn api(accounts: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        .arg("--accounts")
+        .arg(accounts)
+        .args(args)
+        .output()
+        .expect("cnpj-api runs");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+struct Server {
+    dir: tempfile::TempDir,
+    child: Child,
+    addr: String,
+    db: PathBuf,
+    accounts: PathBuf,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("registry.duckdb");
+        build_dataset(&root().join("data/sample-dump"), &db);
+        let accounts = dir.path().join("accounts.sqlite");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+            .arg("--accounts")
+            .arg(&accounts)
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(&db)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("http://").expect("the server prints its address").to_owned();
+        Server { dir, child, addr, db, accounts }
+    }
+
+    /// A user with `credits` and a fresh token.
+    fn user(&self, name: &str, credits: i64) -> String {
+        api(&self.accounts, &["accounts", "create-user", name, "--credits", &credits.to_string()]);
+        api(&self.accounts, &["accounts", "issue-token", name])
+    }
+
+    fn credits(&self, name: &str) -> (i64, i64) {
+        let shown = api(&self.accounts, &["accounts", "show", name]);
+        let first = shown.lines().next().unwrap();
+        let nums: Vec<i64> = first.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse().ok()).collect();
+        (nums[0], nums[1])
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
+        assert!(ok);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A minimal HTTP/1.1 client: one request per connection.
+fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&[u8]>) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(b) = body {
+        head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    if let Some(b) = body {
+        let _ = stream.write_all(b);
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a full response");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v == "chunked") {
+        body = dechunk(&body);
+    }
+    let body = if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).expect("a JSON body") };
+    Reply { status, headers, body }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&data[..line_end]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[line_end + 2..line_end + 2 + size]);
+        data = &data[line_end + 2 + size + 2..];
+    }
+}
+
+fn get(s: &Server, path: &str, token: &str) -> Reply {
+    request(&s.addr, "GET", path, Some(token), None)
+}
+
+fn post(s: &Server, path: &str, token: &str, body: &Value) -> Reply {
+    request(&s.addr, "POST", path, Some(token), Some(body.to_string().as_bytes()))
+}
+
+fn error_of(r: &Reply) -> (u16, &str) {
+    assert_eq!(r.body["success"], false, "{}", r.body);
+    (r.status, r.body["message"].as_str().unwrap())
+}
+
+#[test]
+fn detail_records_locales_and_credits() {
+    let s = Server::start(&[]);
+    let token = s.user("ana", 10);
+    let r = get(&s, "/api/v1/companies/11.222.333%2F0001-81?locale=en", &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["success"], true);
+    let d = &r.body["data"];
+    assert_eq!((d["id"].as_str(), d["situacao_cadastral"].as_str()), (Some("11222333000181"), Some("Active")));
+    assert_eq!(d["porte_empresa"], "Micro-enterprise (ME)");
+    assert_eq!(r.header("x-ratelimit-limit"), Some("100"));
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("99"));
+    let es = get(&s, "/api/v1/companies/11222333000181?locale=es", &token);
+    assert_eq!(es.body["data"]["situacao_cadastral"], "Activa");
+    let head = get(&s, "/api/v1/companies/44555666", &token);
+    assert_eq!(head.body["data"]["cnpj"], "44555666000181");
+    assert_eq!(s.credits("ana"), (7, 3));
+
+    assert_eq!(error_of(&get(&s, "/api/v1/companies/11444777000161", &token)), (404, "Company not found."));
+    let bad = get(&s, "/api/v1/companies/11222333000182", &token);
+    assert_eq!(error_of(&bad), (400, "Invalid input parameters"));
+    assert!(bad.body["errors"]["cnpj"].is_array());
+    let locale = get(&s, "/api/v1/companies/11222333000181?locale=fr", &token);
+    assert_eq!(error_of(&locale), (400, "Invalid input parameters"));
+    assert!(locale.body["errors"]["locale"].is_array());
+    assert_eq!(s.credits("ana"), (7, 3), "failed requests cost nothing");
+}
+
+#[test]
+fn authentication_errors() {
+    let s = Server::start(&[]);
+    let token = s.user("bia", 5);
+    for t in [None, Some("nonsense"), Some("cnpj_0000000000000000000000000000")] {
+        let r = request(&s.addr, "GET", "/api/v1/reference-data", t, None);
+        assert_eq!(error_of(&r), (401, "Unauthenticated."));
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    }
+    assert_eq!(get(&s, "/api/v1/reference-data", &token).status, 200);
+    api(&s.accounts, &["accounts", "revoke-token", &token[..12]]);
+    assert_eq!(get(&s, "/api/v1/reference-data", &token).status, 401);
+    let expiring = api(&s.accounts, &["accounts", "issue-token", "bia", "--expires", "0"]);
+    assert_eq!(get(&s, "/api/v1/reference-data", &expiring).status, 401, "a token expiring today at once is expired");
+    assert_eq!(error_of(&request(&s.addr, "GET", "/nope", None, None)), (404, "Not found."));
+    let fresh = api(&s.accounts, &["accounts", "issue-token", "bia"]);
+    assert_eq!(
+        error_of(&request(&s.addr, "DELETE", "/api/v1/cities", Some(&fresh), None)),
+        (405, "Method not allowed.")
+    );
+    let health = request(&s.addr, "GET", "/healthz", None, None);
+    assert_eq!((health.status, health.body["source_month"].as_str()), (200, Some("2026-09")));
+}
+
+#[test]
+fn search_filters_and_pagination() {
+    let s = Server::start(&[]);
+    let token = s.user("caio", 100);
+    let cnpjs = |path: &str| -> (u16, Value, Vec<String>) {
+        let r = get(&s, path, &token);
+        let list = r.body["data"]
+            .as_array()
+            .map_or(Vec::new(), |d| d.iter().map(|i| i["cnpj"].as_str().unwrap().to_owned()).collect());
+        (r.status, r.body, list)
+    };
+    let (status, body, all) = cnpjs("/api/v1/companies/search?per_page=50");
+    assert_eq!(status, 200);
+    assert_eq!(body["total"], 11);
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted, "ordered by cnpj");
+    let item = &body["data"][0];
+    assert!(item.get("natureza_juridica").is_none() && item.get("capital_social").is_none());
+    assert!(item["endereco"].get("endereco_completo").is_none() && item["contato"].get("telefone_formatado").is_none());
+    assert!(item["socios"].is_array());
+
+    assert_eq!(cnpjs("/api/v1/companies/search?state=ex").2, vec!["44555666000181"]);
+    assert_eq!(cnpjs("/api/v1/companies/search?cnpj=11222333").2, vec!["11222333000181", "11222333000262"]);
+    assert_eq!(cnpjs("/api/v1/companies/search?cnpj=11.222.333/0002-62").2, vec!["11222333000262"]);
+    assert_eq!(
+        cnpjs("/api/v1/companies/search?trading_name=pio%20xii%20comercio").2,
+        vec!["77888999000262", "77888999000343"]
+    );
+    assert_eq!(cnpjs("/api/v1/companies/search?neighborhood=jardim%20america").2, vec!["22333444000181"]);
+    assert_eq!(cnpjs("/api/v1/companies/search?city=boa%20esperan%C3%A7a%20do%20norte").2, vec!["12345678000195"]);
+    assert_eq!(cnpjs("/api/v1/companies/search?city=nowhere&city_id=1182").2, vec!["12345678000195"], "city_id wins");
+    assert_eq!(cnpjs("/api/v1/companies/search?zip_code=01310").2.len(), 6);
+    assert_eq!(cnpjs("/api/v1/companies/search?business_sector=0111-3/01").2, vec!["22333444000181"]);
+    assert_eq!(cnpjs("/api/v1/companies/search?nature_code=1244&situacao_cadastral=2").2.len(), 2);
+    assert_eq!(
+        cnpjs("/api/v1/companies/search?company_size=05&porte_empresa_code=5").2,
+        vec!["44555666000181", "44555666000262", "55666777000181"]
+    );
+    assert_eq!(
+        cnpjs("/api/v1/companies/search?opening_date_from=2026-01-01&opening_date_to=2026-12-31").2,
+        vec!["AB12CD34000184"]
+    );
+    assert_eq!(cnpjs("/api/v1/companies/search?situacao_cadastral=08&unknown=1").2, vec!["11222333000262"]);
+
+    let (_, page, items) = cnpjs("/api/v1/companies/search?per_page=4&page=3");
+    assert_eq!(
+        (page["from"].as_u64(), page["to"].as_u64(), page["last_page"].as_u64(), items.len()),
+        (Some(9), Some(11), Some(3), 3)
+    );
+    let (_, past, items) = cnpjs("/api/v1/companies/search?per_page=4&page=9");
+    assert_eq!(
+        (past["total"].as_u64(), past["from"].as_u64(), past["to"].as_u64(), past["last_page"].as_u64(), items.len()),
+        (Some(11), Some(0), Some(0), Some(3), 0)
+    );
+    let (_, none, _) = cnpjs("/api/v1/companies/search?state=AC");
+    assert_eq!(
+        (none["total"].as_u64(), none["last_page"].as_u64(), none["data"].as_array().map(Vec::len)),
+        (Some(0), Some(1), Some(0))
+    );
+
+    for bad in [
+        "per_page=51",
+        "page=0",
+        "per_page=x",
+        "business_sector=12",
+        "opening_date_from=2020-13-01",
+        "state=SPO",
+        "company_size=01&porte_empresa_code=03",
+        "cnpj=123",
+    ] {
+        let r = get(&s, &format!("/api/v1/companies/search?{bad}"), &token);
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        let param = bad.split('=').next().unwrap();
+        let named = r.body["errors"].as_object().unwrap();
+        assert!(named.contains_key(param) || bad.starts_with("company_size"), "{bad}: {named:?}");
+    }
+    // Pages with items cost 1; empty ones nothing.
+    let (credits, used) = s.credits("caio");
+    assert_eq!(credits + used, 100);
+    assert_eq!(used, 15);
+}
+
+#[test]
+fn batch_dedupes_orders_and_charges() {
+    let s = Server::start(&[]);
+    let token = s.user("davi", 3);
+    let body = json!({"cnpjs": ["11.222.333/0001-81", "bad", "11222333000181", "11222333", "11444777000161", "bad", " 11222333 "]});
+    let r = post(&s, "/api/v1/companies/batch", &token, &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let items: Vec<(&str, bool)> = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["cnpj"].as_str().unwrap(), i["success"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        items,
+        vec![("11.222.333/0001-81", true), ("bad", false), ("11222333", true), ("11444777000161", false)]
+    );
+    assert_eq!(
+        r.body["data"][1]["error"],
+        "Invalid CNPJ format. Provide 8 digits (cnpj_basico) or 14 digits (full CNPJ)."
+    );
+    assert_eq!(r.body["data"][3]["error"], "Company not found.");
+    assert_eq!((r.body["total_requested"].as_u64(), r.body["total_found"].as_u64()), (Some(7), Some(2)));
+    assert_eq!((r.body["credits_used"].as_u64(), r.body["credits_remaining"].as_u64()), (Some(2), Some(1)));
+    let record = &r.body["data"][0]["data"];
+    assert_eq!(
+        (record["regime_tributario"].as_str(), record["simples_nacional"].as_u64()),
+        (Some("Lucro Real"), Some(1))
+    );
+    assert!(record["employees_count"].is_null() && record["faturamento_estimado"].is_null());
+
+    // Two found with one credit left: 402, nothing charged.
+    let r = post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": ["44555666", "22333444"]}));
+    assert_eq!(error_of(&r), (402, "Insufficient credits."));
+    assert_eq!(s.credits("davi"), (1, 2));
+    let r = post(&s, "/api/v1/companies/batch?locale=en", &token, &json!({"cnpjs": ["12345678"]}));
+    assert_eq!(r.body["data"][0]["data"]["regime_tributario"], "Individual microentrepreneur (MEI)");
+
+    for bad in
+        [json!({"cnpjs": []}), json!({"cnpjs": "11222333"}), json!({"other": 1}), json!([1]), json!({"cnpjs": [1]})]
+    {
+        assert_eq!(post(&s, "/api/v1/companies/batch", &token, &bad).status, 400, "{bad}");
+    }
+    let many: Vec<String> = (0..101).map(|i| format!("{i:08}")).collect();
+    assert_eq!(post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": many})).status, 400);
+    let r = request(&s.addr, "POST", "/api/v1/companies/batch", Some(&token), Some(b"{not json"));
+    assert_eq!(error_of(&r), (400, "Invalid input parameters"));
+    let huge = format!("{{\"cnpjs\": [\"{}\"]}}", "1".repeat(70 * 1024));
+    let r = request(&s.addr, "POST", "/api/v1/companies/batch", Some(&token), Some(huge.as_bytes()));
+    assert_eq!(error_of(&r), (413, "Payload too large."));
+}
+
+#[test]
+fn concurrent_batches_never_overspend() {
+    let s = Server::start(&["--rate-limit", "1000"]);
+    let token = s.user("eva", 30);
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..50)
+            .map(|_| {
+                scope.spawn(|| {
+                    post(
+                        &s,
+                        "/api/v1/companies/batch",
+                        &token,
+                        &json!({"cnpjs": ["11222333000181", "44555666", "nope"]}),
+                    )
+                    .status
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok = statuses.iter().filter(|&&c| c == 200).count();
+    let refused = statuses.iter().filter(|&&c| c == 402).count();
+    assert_eq!((ok, refused), (15, 35), "{statuses:?}");
+    assert_eq!(s.credits("eva"), (0, 30), "balance and the debit ledger agree");
+}
+
+#[test]
+fn rate_limit_and_its_reset() {
+    let s = Server::start(&["--rate-limit", "3", "--rate-window", "2"]);
+    let token = s.user("fabi", 0);
+    let remaining: Vec<Option<String>> =
+        (0..3).map(|_| get(&s, "/api/v1/cities", &token).header("x-ratelimit-remaining").map(str::to_owned)).collect();
+    assert_eq!(remaining, vec![Some("2".into()), Some("1".into()), Some("0".into())]);
+    let r = get(&s, "/api/v1/cities", &token);
+    assert_eq!(error_of(&r), (429, "Too many requests."));
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry), "{retry}");
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(get(&s, "/api/v1/cities", &token).status, 200);
+}
+
+#[test]
+fn reference_data_and_cities_are_free() {
+    let s = Server::start(&[]);
+    let token = s.user("gil", 0);
+    let r = get(&s, "/api/v1/reference-data?locale=es", &token);
+    assert_eq!(r.status, 200);
+    let d = &r.body["data"];
+    assert_eq!(d["locale"], "es");
+    assert_eq!(d["registration_statuses"]["08"], "Dada de baja");
+    assert_eq!(d["company_sizes"], json!(["01", "03", "05"]));
+    assert_eq!(d["available_locales"]["pt-br"], "Português (Brasil)");
+    assert_eq!(d["states"].as_array().unwrap().len(), 27);
+    assert_eq!(d["business_sectors"].as_array().unwrap().len(), 1359);
+    assert_eq!(d["legal_natures"].as_array().unwrap().len(), 91);
+
+    let r = get(&s, "/api/v1/cities?state=sp&term=sao%20jose&per_page=2&page=2", &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let names: Vec<&str> = r.body["data"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 2);
+    assert!(names.iter().all(|n| n.starts_with("SAO JOSE")), "{names:?}");
+    assert_eq!(r.body["pagination"]["from"], 3);
+    let ex = get(&s, "/api/v1/cities?term=exterior", &token);
+    assert_eq!(ex.body["data"][0], json!({"id": "9707", "name": "EXTERIOR", "state": "EX", "ibge_code": null}));
+    assert_eq!(get(&s, "/api/v1/cities?per_page=51", &token).status, 400);
+    assert_eq!(s.credits("gil"), (0, 0));
+}
+
+#[test]
+fn dataset_swap_under_load_and_graceful_shutdown() {
+    let mut s = Server::start(&["--rate-limit", "100000"]);
+    let token = s.user("hugo", 1_000_000);
+    let next = s.dir.path().join("next.duckdb");
+    let real = root().join("../shared/rfb/samples/real-extract-2026");
+    let input = if real.is_dir() { real } else { root().join("data/sample-dump") };
+    build_dataset(&input, &next);
+    let expected_month = if input.ends_with("real-extract-2026") { "2026-03" } else { "2026-09" };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let statuses = std::thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.push(get(&s, "/api/v1/companies/11222333000181", &token).status);
+            }
+            seen
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::rename(&next, &s.db).unwrap();
+        s.signal("-HUP");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while request(&s.addr, "GET", "/healthz", None, None).body["source_month"] != expected_month {
+            assert!(Instant::now() < deadline, "the new dataset was not served");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.join().unwrap()
+    });
+    assert!(!statuses.is_empty());
+    assert!(statuses.iter().all(|&c| c == 200 || c == 404), "{statuses:?}");
+    s.signal("-TERM");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no graceful shutdown");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
