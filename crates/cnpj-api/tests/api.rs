@@ -452,3 +452,73 @@ fn dataset_swap_under_load_and_graceful_shutdown() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The schema of one response of the OpenAPI document, as a validator rooted in the document.
+fn validator(doc: &Value, template: &str, method: &str, status: u16) -> jsonschema::Validator {
+    let escape = |s: &str| s.replace('~', "~0").replace('/', "~1");
+    let pointer = format!(
+        "#/paths/{}/{method}/responses/{status}/content/{}/schema",
+        escape(template),
+        escape("application/json")
+    );
+    let mut root = doc.clone();
+    let target = root.pointer(&pointer[1..]).cloned();
+    assert!(target.is_some(), "the document has no schema for {method} {template} {status}");
+    root["$ref"] = json!(pointer.replace('{', "%7B").replace('}', "%7D"));
+    root["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+    jsonschema::draft202012::new(&root).expect("the document's schemas compile")
+}
+
+#[test]
+fn responses_conform_to_the_openapi_document() {
+    let s = Server::start(&["--rate-limit", "1000"]);
+    let token = s.user("iris", 1000);
+    let served = request(&s.addr, "GET", "/api/v1/openapi.json", None, None);
+    let doc: Value = serde_json::from_str(include_str!("../../../schemas/openapi.json")).unwrap();
+    assert_eq!(served.body, doc, "the served document is the file");
+    let cases: Vec<(&str, &str, Reply)> = vec![
+        ("/api/v1/companies/{cnpj}", "get", get(&s, "/api/v1/companies/11222333000181", &token)),
+        ("/api/v1/companies/{cnpj}", "get", get(&s, "/api/v1/companies/33444555000181?locale=en", &token)),
+        ("/api/v1/companies/{cnpj}", "get", get(&s, "/api/v1/companies/44555666000181?locale=es", &token)),
+        ("/api/v1/companies/{cnpj}", "get", get(&s, "/api/v1/companies/11444777000161", &token)),
+        ("/api/v1/companies/{cnpj}", "get", get(&s, "/api/v1/companies/123", &token)),
+        ("/api/v1/companies/{cnpj}", "get", request(&s.addr, "GET", "/api/v1/companies/11222333000181", None, None)),
+        ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?per_page=50", &token)),
+        ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=AC", &token)),
+        ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?per_page=99", &token)),
+        (
+            "/api/v1/companies/batch",
+            "post",
+            post(
+                &s,
+                "/api/v1/companies/batch",
+                &token,
+                &json!({"cnpjs": ["11222333", "x", "11444777000161", "12345678000195", "AB12CD34000184"]}),
+            ),
+        ),
+        ("/api/v1/companies/batch", "post", post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": []}))),
+        ("/api/v1/reference-data", "get", get(&s, "/api/v1/reference-data?locale=en", &token)),
+        ("/api/v1/reference-data", "get", get(&s, "/api/v1/reference-data?locale=xx", &token)),
+        ("/api/v1/cities", "get", get(&s, "/api/v1/cities?state=SP&term=campinas", &token)),
+        ("/api/v1/cities", "get", get(&s, "/api/v1/cities?page=0", &token)),
+        ("/healthz", "get", request(&s.addr, "GET", "/healthz", None, None)),
+    ];
+    // The check can fail: a detail record missing its fields, or with one undocumented, does not conform.
+    let detail = validator(&doc, "/api/v1/companies/{cnpj}", "get", 200);
+    assert!(!detail.is_valid(&json!({"success": true, "data": {"id": "11222333000181"}})));
+    let mut extra = cases_first_detail(&s, &token);
+    extra["data"]["surprise"] = json!(1);
+    assert!(!detail.is_valid(&extra));
+    for (template, method, reply) in cases {
+        let v = validator(&doc, template, method, reply.status);
+        let errors: Vec<String> =
+            v.iter_errors(&reply.body).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        assert!(errors.is_empty(), "{method} {template} {}: {errors:?}\n{}", reply.status, reply.body);
+    }
+}
+
+fn cases_first_detail(s: &Server, token: &str) -> Value {
+    let reply = get(s, "/api/v1/companies/11222333000181", token);
+    assert_eq!(reply.status, 200);
+    reply.body
+}
