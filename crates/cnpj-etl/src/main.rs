@@ -43,6 +43,31 @@ enum Command {
         #[arg(long, default_value = "2GB")]
         memory_limit: String,
     },
+    /// Download a month of RFB zips (and optionally the tax-regime zips) into --dest: parallel,
+    /// resumable, every zip verified; a manifest.json records what is complete.
+    Download {
+        /// `YYYY-MM`, or `latest` for the newest complete month.
+        #[arg(long, default_value = "latest")]
+        month: String,
+        #[arg(long)]
+        dest: PathBuf,
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+    /// Download (resuming), build and swap in one go: WORK/<month>/ holds the zips and the build
+    /// report; --db is replaced only by a build that succeeded.
+    Run {
+        #[arg(long, default_value = "latest")]
+        month: String,
+        #[arg(long)]
+        work: PathBuf,
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long, default_value = "2GB")]
+        memory_limit: String,
+        #[command(flatten)]
+        source: SourceArgs,
+    },
     /// Print the detail record of a CNPJ (14 characters, or 8 for the head office) as JSON.
     Show {
         #[arg(long)]
@@ -52,6 +77,56 @@ enum Command {
         /// The CNPJ, masked or not.
         cnpj: String,
     },
+}
+
+/// Where and how to download (configuration, since the RFB moves its files).
+#[derive(Debug, clap::Args)]
+struct SourceArgs {
+    /// The RFB file server.
+    #[arg(long, env = "CNPJ_RFB_BASE_URL", default_value = "https://arquivos.receitafederal.gov.br")]
+    base_url: String,
+    /// The Nextcloud public share of the monthly dumps.
+    #[arg(long, env = "CNPJ_RFB_SHARE_TOKEN", default_value = "YggdBLfdninEJX9")]
+    share_token: String,
+    /// Use the legacy Apache listing ({base}/dados/cnpj/dados_abertos_cnpj/YYYY-MM/) instead of the share.
+    #[arg(long)]
+    legacy: bool,
+    /// Also download the tax-regime zips.
+    #[arg(long)]
+    with_tax_regime: bool,
+    /// The share of the tax-regime files; without it, the legacy path {base}/dados/cnpj/regime_tributario/.
+    #[arg(long, env = "CNPJ_RFB_TAX_SHARE_TOKEN")]
+    tax_share_token: Option<String>,
+    /// Files transferred at once.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=8))]
+    parallel: u8,
+    /// Failed attempts tolerated per file.
+    #[arg(long, default_value_t = 10)]
+    retries: u32,
+    /// Seconds without a byte before a transfer is dropped and resumed.
+    #[arg(long, default_value_t = 60)]
+    stall_seconds: u64,
+}
+
+impl SourceArgs {
+    fn options(&self, month: &str, dest: PathBuf) -> cnpj_download::DownloadOptions {
+        use cnpj_download::Source;
+        let base = self.base_url.trim_end_matches('/').to_owned();
+        let source = if self.legacy {
+            Source::Legacy { base: format!("{base}/dados/cnpj/dados_abertos_cnpj") }
+        } else {
+            Source::Nextcloud { base: base.clone(), token: self.share_token.clone() }
+        };
+        let mut opts = cnpj_download::DownloadOptions::new(source, month, dest);
+        opts.tax_regime = self.with_tax_regime.then(|| match &self.tax_share_token {
+            Some(token) => Source::Nextcloud { base: base.clone(), token: token.clone() },
+            None => Source::Legacy { base: format!("{base}/dados/cnpj/regime_tributario") },
+        });
+        opts.parallel = usize::from(self.parallel);
+        opts.retries = self.retries;
+        opts.stall = std::time::Duration::from_secs(self.stall_seconds.max(1));
+        opts
+    }
 }
 
 fn main() -> ExitCode {
@@ -85,7 +160,30 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
             }
             if !cli.quiet {
-                eprint!("{}", summary(&built));
+                eprint!("{}", summary_text(&built));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Download { month, dest, source } => {
+            let summary = fetch(&source.options(&month, dest), cli.quiet)?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { month, work, db, memory_limit, source } => {
+            // Resolve `latest` first, so that a resumed run finds the month's folder again.
+            let month = cnpj_download::resolve_month(&source.options(&month, work.clone()))?;
+            let month_dir = work.join(&month);
+            fetch(&source.options(&month, month_dir.clone()), cli.quiet)?;
+            let opts = BuildOptions { memory_limit, ..BuildOptions::new(&month_dir, &db) };
+            let observer = progress::Bars::new(cli.quiet);
+            let result = cnpj_build::build(&opts, &observer);
+            observer.clear();
+            let built = result.with_context(|| format!("building {} from {}", db.display(), month_dir.display()))?;
+            let report = month_dir.join("build-report.json");
+            std::fs::write(&report, serde_json::to_string_pretty(&built)? + "\n")
+                .with_context(|| format!("writing {}", report.display()))?;
+            if !cli.quiet {
+                eprint!("{}", summary_text(&built));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -112,7 +210,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn summary(r: &BuildReport) -> String {
+fn summary_text(r: &BuildReport) -> String {
     let mut out = format!(
         "built {} (source month {}) in {:.1} s\n",
         r.dataset,
@@ -130,4 +228,23 @@ fn summary(r: &BuildReport) -> String {
         out.push_str(&format!("  unknown codes: {} (see the report)\n", r.unknown_codes.len()));
     }
     out
+}
+
+/// Downloads with progress bars; the error names every file that failed.
+fn fetch(opts: &cnpj_download::DownloadOptions, quiet: bool) -> anyhow::Result<cnpj_download::DownloadSummary> {
+    let bars = progress::DownloadBars::new(quiet);
+    let result = cnpj_download::download(opts, &bars);
+    bars.clear();
+    let summary = result.with_context(|| format!("downloading into {}", opts.dest.display()))?;
+    if !quiet {
+        eprintln!(
+            "month {}: {} downloaded ({} bytes), {} already complete, {:.1} s",
+            summary.month,
+            summary.downloaded.len(),
+            summary.bytes,
+            summary.skipped.len(),
+            summary.seconds
+        );
+    }
+    Ok(summary)
 }

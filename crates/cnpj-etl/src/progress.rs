@@ -1,4 +1,5 @@
-//! Progress bars (indicatif) for the build: one per file being read, plus the current stage.
+//! Progress bars (indicatif): for the build, one per file being read plus the current stage; for
+//! the download, one per active transfer plus the total (bytes, rate, ETA).
 //! Drawn on stderr only when it is a terminal and `--quiet` is off.
 
 use std::collections::HashMap;
@@ -54,6 +55,67 @@ impl Observer for Bars {
     fn file_finished(&self, id: i32, rows: u64) {
         if let Some(bar) = self.files.lock().expect("not poisoned").remove(&id) {
             tracing::info!(file = %bar.message(), rows, "read");
+            bar.finish_and_clear();
+        }
+    }
+}
+
+pub struct DownloadBars {
+    multi: MultiProgress,
+    total: ProgressBar,
+    files: Mutex<HashMap<String, (ProgressBar, u64)>>,
+}
+
+impl DownloadBars {
+    pub fn new(quiet: bool) -> DownloadBars {
+        let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
+        let multi = MultiProgress::with_draw_target(target);
+        let total = multi.add(ProgressBar::new(0));
+        total.set_style(
+            ProgressStyle::with_template(
+                "total {bytes:>10}/{total_bytes:<10} {bar:40} {binary_bytes_per_sec} ETA {eta}",
+            )
+            .expect("a valid template"),
+        );
+        DownloadBars { multi, total, files: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn clear(&self) {
+        self.total.finish_and_clear();
+        let _ = self.multi.clear();
+    }
+}
+
+impl cnpj_download::Observer for DownloadBars {
+    fn listed(&self, month: &str, files: usize, bytes: u64) {
+        tracing::info!(month, files, bytes, "listed");
+        self.total.set_length(bytes);
+    }
+
+    fn file_started(&self, name: &str, size: u64, have: u64) {
+        let bar = self.multi.add(ProgressBar::new(size));
+        bar.set_style(
+            ProgressStyle::with_template("{msg:28!} {bytes:>10}/{total_bytes:<10} {bar:30} {binary_bytes_per_sec}")
+                .expect("a valid template"),
+        );
+        bar.set_message(name.to_owned());
+        bar.set_position(have);
+        self.total.inc(have);
+        self.files.lock().expect("not poisoned").insert(name.to_owned(), (bar, have));
+    }
+
+    fn file_progress(&self, name: &str, bytes: u64) {
+        if let Some((bar, last)) = self.files.lock().expect("not poisoned").get_mut(name) {
+            // A restart from zero (server ignored Range) moves the file's bar back, not the total's.
+            self.total.inc(bytes.saturating_sub(*last));
+            *last = bytes.max(*last);
+            bar.set_position(bytes);
+        }
+    }
+
+    fn file_finished(&self, name: &str) {
+        if let Some((bar, _)) = self.files.lock().expect("not poisoned").remove(name) {
+            tracing::info!(file = name, "verified");
             bar.finish_and_clear();
         }
     }

@@ -1,0 +1,363 @@
+//! Transfers: a pool of 2-4 workers, each file resumed with HTTP Range into `name.part`, retried
+//! with exponential backoff and jitter, checked against the listing's size, verified as a zip, and
+//! only then renamed to its final name and recorded in the manifest.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+
+use crate::listing::{ListingError, RemoteFile, Source, agent};
+use crate::manifest::{Manifest, ManifestEntry};
+
+#[derive(Clone, Debug)]
+pub struct DownloadOptions {
+    pub source: Source,
+    /// `YYYY-MM` or `latest` (the newest complete month).
+    pub month: String,
+    /// The month's folder: the zips, `.part` files and `manifest.json` go here.
+    pub dest: PathBuf,
+    /// Also fetch the tax-regime zips from the root of this source.
+    pub tax_regime: Option<Source>,
+    /// Files transferred at once.
+    pub parallel: usize,
+    /// Failed attempts tolerated per file before it is reported.
+    pub retries: u32,
+    /// A read that waits longer than this is a stall: the connection is dropped and resumed.
+    pub stall: Duration,
+    /// First backoff delay; doubled after each failure (with jitter), at most 30 s.
+    pub backoff: Duration,
+}
+
+impl DownloadOptions {
+    pub fn new(source: Source, month: impl Into<String>, dest: impl Into<PathBuf>) -> DownloadOptions {
+        DownloadOptions {
+            source,
+            month: month.into(),
+            dest: dest.into(),
+            tax_regime: None,
+            parallel: 3,
+            retries: 10,
+            stall: Duration::from_secs(60),
+            backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct DownloadSummary {
+    pub month: String,
+    pub downloaded: Vec<String>,
+    /// Files already complete and verified by an earlier run.
+    pub skipped: Vec<String>,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    #[error(transparent)]
+    Listing(#[from] ListingError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{} file(s) failed: {}", .0.len(), .0.iter().map(|(n, r)| format!("{n}: {r}")).collect::<Vec<_>>().join("; "))]
+    Failed(Vec<(String, String)>),
+}
+
+/// Hooks for progress display; every method has a no-op default.
+pub trait Observer: Sync {
+    fn listed(&self, _month: &str, _files: usize, _bytes: u64) {}
+    fn file_started(&self, _name: &str, _size: u64, _have: u64) {}
+    fn file_progress(&self, _name: &str, _bytes: u64) {}
+    fn file_finished(&self, _name: &str) {}
+}
+
+#[derive(Debug)]
+pub struct NoObserver;
+impl Observer for NoObserver {}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The month `opts.month` names: itself when it is one the source offers, or the newest complete one
+/// for `latest`.
+pub fn resolve_month(opts: &DownloadOptions) -> Result<String, DownloadError> {
+    Ok(opts.source.month_files(&agent(opts.stall), &opts.month)?.0)
+}
+
+/// Downloads the month (and the tax-regime files) into `opts.dest`.
+pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<DownloadSummary, DownloadError> {
+    let started = Instant::now();
+    let agent = agent(opts.stall);
+    let (month, mut files) = opts.source.month_files(&agent, &opts.month)?;
+    let mut auth: Vec<Option<String>> = vec![opts.source.authorization(); files.len()];
+    if let Some(tax) = &opts.tax_regime {
+        let extra = tax.files(&agent, "")?;
+        auth.extend(std::iter::repeat_n(tax.authorization(), extra.len()));
+        files.extend(extra);
+    }
+    std::fs::create_dir_all(&opts.dest).map_err(|source| DownloadError::Io { path: opts.dest.clone(), source })?;
+    observer.listed(&month, files.len(), files.iter().map(|f| f.size).sum());
+
+    let mut manifest = Manifest::load(&opts.dest);
+    if manifest.month != month {
+        manifest = Manifest { source: format!("{:?}", opts.source), month: month.clone(), files: Default::default() };
+    }
+    let mut summary = DownloadSummary { month: month.clone(), ..Default::default() };
+    let mut queue = VecDeque::new();
+    for (file, auth) in files.into_iter().zip(auth) {
+        let done = manifest.files.get(&file.name).is_some_and(|e| {
+            e.size == file.size
+                && e.modified == file.modified
+                && std::fs::metadata(opts.dest.join(&file.name)).is_ok_and(|m| m.len() == file.size)
+        });
+        if done {
+            summary.skipped.push(file.name);
+        } else {
+            queue.push_back((file, auth));
+        }
+    }
+    let queue = Mutex::new(queue);
+    let manifest = Mutex::new(manifest);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..opts.parallel.clamp(1, 8) {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
+                    let Some((file, auth)) = next else { break };
+                    let result = fetch_verified(&agent, auth.as_deref(), &file, opts, observer);
+                    if let Ok(entry) = &result {
+                        let mut m = manifest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        m.files.insert(file.name.clone(), entry.clone());
+                        if let Err(e) = m.save(&opts.dest) {
+                            tracing::error!(error = %e, "cannot write manifest.json");
+                        }
+                    }
+                    results.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((file, result));
+                }
+            });
+        }
+    });
+    let mut failures = Vec::new();
+    for (file, result) in results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+        match result {
+            Ok(_) => {
+                summary.bytes += file.size;
+                summary.downloaded.push(file.name);
+            }
+            Err(reason) => failures.push((file.name, reason)),
+        }
+    }
+    summary.downloaded.sort();
+    summary.skipped.sort();
+    summary.seconds = started.elapsed().as_secs_f64();
+    if failures.is_empty() {
+        Ok(summary)
+    } else {
+        failures.sort();
+        Err(DownloadError::Failed(failures))
+    }
+}
+
+/// Fetches a file completely, verifies it, renames it into place. A file that fails verification
+/// is downloaded once more from scratch before it is reported.
+fn fetch_verified(
+    agent: &ureq::Agent,
+    auth: Option<&str>,
+    file: &RemoteFile,
+    opts: &DownloadOptions,
+    observer: &dyn Observer,
+) -> Result<ManifestEntry, String> {
+    let part = opts.dest.join(format!("{}.part", file.name));
+    let target = opts.dest.join(&file.name);
+    let _ = std::fs::remove_file(&target);
+    for round in 0..2 {
+        fetch(agent, auth, file, &part, opts, observer)?;
+        match verify(&part) {
+            Ok(sha256) => {
+                std::fs::rename(&part, &target).map_err(|e| format!("cannot rename {}: {e}", part.display()))?;
+                observer.file_finished(&file.name);
+                return Ok(ManifestEntry {
+                    size: file.size,
+                    modified: file.modified.clone(),
+                    sha256,
+                    verified_at: now(),
+                });
+            }
+            Err(reason) => {
+                let _ = std::fs::remove_file(&part);
+                tracing::warn!(file = %file.name, %reason, round, "verification failed");
+                if round == 1 {
+                    observer.file_finished(&file.name);
+                    return Err(format!("corrupt after a second download: {reason}"));
+                }
+            }
+        }
+    }
+    unreachable!("two rounds return")
+}
+
+enum Attempt {
+    Retry(String),
+    Fatal(String),
+}
+
+fn len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Brings `part` to the listing's size, resuming and retrying.
+fn fetch(
+    agent: &ureq::Agent,
+    auth: Option<&str>,
+    file: &RemoteFile,
+    part: &Path,
+    opts: &DownloadOptions,
+    observer: &dyn Observer,
+) -> Result<(), String> {
+    let mut failures = 0;
+    let mut last = String::new();
+    observer.file_started(&file.name, file.size, len(part));
+    loop {
+        let have = len(part);
+        if have == file.size {
+            return Ok(());
+        }
+        if have > file.size {
+            truncate(part)?;
+            continue;
+        }
+        if failures > opts.retries {
+            return Err(format!("gave up after {failures} failed attempts; last: {last}"));
+        }
+        match attempt(agent, auth, file, part, have, observer) {
+            Ok(()) => {}
+            Err(Attempt::Fatal(reason)) => return Err(reason),
+            Err(Attempt::Retry(reason)) => {
+                failures += 1;
+                tracing::info!(file = %file.name, %reason, failures, "retrying");
+                last = reason;
+                std::thread::sleep(backoff(opts.backoff, failures));
+            }
+        }
+    }
+}
+
+fn truncate(part: &Path) -> Result<(), String> {
+    File::create(part).map(drop).map_err(|e| format!("cannot write {}: {e}", part.display()))
+}
+
+/// `base · 2^(n−1)`, at most 30 s, times a jitter factor in [0.5, 1.5).
+fn backoff(base: Duration, failures: u32) -> Duration {
+    let exp = base.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(Duration::from_secs(30));
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let mut x = u64::from(nanos) ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    exp.mul_f64(0.5 + (x % 1000) as f64 / 1000.0)
+}
+
+fn attempt(
+    agent: &ureq::Agent,
+    auth: Option<&str>,
+    file: &RemoteFile,
+    part: &Path,
+    have: u64,
+    observer: &dyn Observer,
+) -> Result<(), Attempt> {
+    let mut request = agent.get(&file.url);
+    if let Some(auth) = auth {
+        request = request.set("Authorization", auth);
+    }
+    if have > 0 {
+        request = request.set("Range", &format!("bytes={have}-"));
+    }
+    let response = match request.call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(416, _)) => {
+            truncate(part).map_err(Attempt::Fatal)?;
+            return Err(Attempt::Retry(format!(
+                "range {have}- not satisfiable: the server's file is smaller than the listing's {} bytes",
+                file.size
+            )));
+        }
+        Err(ureq::Error::Status(code, _)) if code >= 500 || code == 429 || code == 408 => {
+            return Err(Attempt::Retry(format!("HTTP {code}")));
+        }
+        Err(ureq::Error::Status(code, _)) => return Err(Attempt::Fatal(format!("HTTP {code} for {}", file.url))),
+        Err(e) => return Err(Attempt::Retry(e.to_string())),
+    };
+    let (mut out, mut written) = match response.status() {
+        206 => {
+            let start = response
+                .header("content-range")
+                .and_then(|v| v.strip_prefix("bytes "))
+                .and_then(|v| v.split('-').next())
+                .and_then(|v| v.parse::<u64>().ok());
+            if start != Some(have) {
+                truncate(part).map_err(Attempt::Fatal)?;
+                return Err(Attempt::Retry(format!("the server answered range {start:?} to a request from {have}")));
+            }
+            let f = OpenOptions::new().append(true).open(part).map_err(|e| Attempt::Fatal(e.to_string()))?;
+            (f, have)
+        }
+        200 => {
+            // The server ignores Range: start over.
+            let f = File::create(part).map_err(|e| Attempt::Fatal(e.to_string()))?;
+            let full = response.header("content-length").and_then(|v| v.parse::<u64>().ok());
+            if full.is_some_and(|n| n != file.size) {
+                return Err(Attempt::Retry(format!(
+                    "the server has {} bytes, the listing says {}",
+                    full.unwrap_or_default(),
+                    file.size
+                )));
+            }
+            (f, 0)
+        }
+        other => return Err(Attempt::Retry(format!("unexpected HTTP {other}"))),
+    };
+    let mut body = response.into_reader();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match body.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => return Err(Attempt::Retry(format!("transfer broke at byte {written}: {e}"))),
+        };
+        out.write_all(&buf[..n]).map_err(|e| Attempt::Fatal(format!("cannot write {}: {e}", part.display())))?;
+        written += n as u64;
+        observer.file_progress(&file.name, written);
+        if written > file.size {
+            truncate(part).map_err(Attempt::Fatal)?;
+            return Err(Attempt::Retry(format!("the server sent more than the listing's {} bytes", file.size)));
+        }
+    }
+    out.flush().map_err(|e| Attempt::Fatal(e.to_string()))?;
+    if written < file.size {
+        return Err(Attempt::Retry(format!("the transfer ended at byte {written} of {}", file.size)));
+    }
+    Ok(())
+}
+
+/// Reads the zip's central directory and every member to its end (the zip crate checks each CRC),
+/// then hashes the file. Returns the SHA-256 in hex.
+fn verify(path: &Path) -> Result<String, String> {
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    let mut archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| format!("not a readable zip: {e}"))?;
+    for i in 0..archive.len() {
+        let mut member = archive.by_index(i).map_err(|e| format!("member {i}: {e}"))?;
+        let name = member.name().map(|n| n.to_string()).unwrap_or_default();
+        std::io::copy(&mut member, &mut std::io::sink()).map_err(|e| format!("member {name}: {e}"))?;
+    }
+    let mut hasher = Sha256::new();
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| e.to_string())?);
+    std::io::copy(&mut reader, &mut hasher).map_err(|e| e.to_string())?;
+    Ok(hex::encode(hasher.finalize()))
+}
