@@ -118,7 +118,7 @@ fn duckdb_type(t: &DataType) -> &'static str {
 pub(crate) fn staging_ddl(table: &str, schema: &Schema) -> String {
     let cols: Vec<String> =
         schema.fields().iter().map(|f| format!("{} {}", f.name(), duckdb_type(f.data_type()))).collect();
-    format!("CREATE TABLE {table} ({})", cols.join(", "))
+    format!("CREATE TEMP TABLE {table} ({})", cols.join(", "))
 }
 
 macro_rules! staging_table {
@@ -322,7 +322,7 @@ mod tests {
     fn ddl_follows_the_row_fields() {
         assert_eq!(
             staging_ddl(RegimeBatch::TABLE, &RegimeBatch::schema()),
-            "CREATE TABLE stg_regimes (cnpj_basico VARCHAR, cnpj VARCHAR, ano INTEGER, regime VARCHAR, \
+            "CREATE TEMP TABLE stg_regimes (cnpj_basico VARCHAR, cnpj VARCHAR, ano INTEGER, regime VARCHAR, \
              source_file INTEGER, seq BIGINT, row_hash BIGINT)"
         );
     }

@@ -83,8 +83,8 @@ impl Store {
         }
         let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(open_err)?;
         let conn = Connection::open_with_flags(path, config).map_err(open_err)?;
-        // Point lookups and small scans: two threads per query is plenty; concurrency comes from the pool.
-        conn.execute_batch("SET threads = 2").map_err(open_err)?;
+        // Point lookups and small scans: one thread per query; concurrency comes from the pool.
+        conn.execute_batch("SET threads = 1").map_err(open_err)?;
         let source_month: String = conn
             .query_row("SELECT value FROM metadata WHERE key = 'source_month'", [], |r| r.get(0))
             .map_err(|_| StoreError::NotADataset { path: path.to_owned() })?;
