@@ -173,19 +173,26 @@ async fn search(
     if !records.is_empty() {
         charge(&state, &user, state.prices.search, "search").await?;
     }
-    let from = if records.is_empty() { 0 } else { (page - 1) * per_page + 1 };
-    let to = if records.is_empty() { 0 } else { from + records.len() as u64 - 1 };
-    let data: Vec<Value> = records.iter().map(|r| r.search_item()).collect();
-    Ok(Json(json!({
-        "success": true,
+    let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
+    body.extend(pagination(total, page, per_page, records.len()));
+    body.insert("data".into(), records.iter().map(|r| r.search_item()).collect());
+    Ok(Json(Value::Object(body)))
+}
+
+/// The pagination fields of spec §2.7 (contract §5: an empty page has `from` = `to` = 0).
+fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json::Map<String, Value> {
+    let from = if items == 0 { 0 } else { (page - 1) * per_page + 1 };
+    let to = if items == 0 { 0 } else { from + items as u64 - 1 };
+    let fields = json!({
         "total": total,
         "per_page": per_page,
         "current_page": page,
         "last_page": total.div_ceil(per_page).max(1),
         "from": from,
         "to": to,
-        "data": data,
-    })))
+    });
+    let Value::Object(map) = fields else { unreachable!("an object literal") };
+    map
 }
 
 async fn reference_data(State(state): State<Shared>, Query(params): Query<Params>) -> Result<Json<Value>, ApiError> {
@@ -198,20 +205,8 @@ async fn cities(State(state): State<Shared>, Query(params): Query<Params>) -> Re
     let (page, per_page) = params::pagination(&params)?;
     let state_filter = params::city_state(&params)?;
     let (total, items) = state.store().cities(state_filter.as_deref(), params::term(&params), page, per_page);
-    let from = if items.is_empty() { 0 } else { (page - 1) * per_page + 1 };
-    let to = if items.is_empty() { 0 } else { from + items.len() as u64 - 1 };
-    Ok(Json(json!({
-        "success": true,
-        "data": items,
-        "pagination": {
-            "total": total,
-            "per_page": per_page,
-            "current_page": page,
-            "last_page": total.div_ceil(per_page).max(1),
-            "from": from,
-            "to": to,
-        },
-    })))
+    let pages = pagination(total, page, per_page, items.len());
+    Ok(Json(json!({"success": true, "data": items, "pagination": pages})))
 }
 
 const INVALID_FORMAT: &str = "Invalid CNPJ format. Provide 8 digits (cnpj_basico) or 14 digits (full CNPJ).";

@@ -135,6 +135,10 @@ fn verbatim(rec: Record<'_>) -> String {
     fields.join(";")
 }
 
+fn reject_row(id: i32, line: u64, reject: &Reject, rec: Record<'_>) -> RejectRow {
+    RejectRow { source_file: id, line: line as i64, reason: reject.to_string(), record: verbatim(rec) }
+}
+
 /// Reads one member record by record, handing each (with its line and 1-based index, and the
 /// tax-regime columns when the file has a header) to `each`. Stream errors become [`BuildError::Damaged`].
 fn stream(
@@ -273,12 +277,7 @@ fn load_member(
             Ok(()) => {}
             Err(reject) => {
                 rejected += 1;
-                rejects.push(&RejectRow {
-                    source_file: id,
-                    line: line as i64,
-                    reason: reject.to_string(),
-                    record: verbatim(rec),
-                });
+                rejects.push(&reject_row(id, line, &reject, rec));
                 if rejects.len() >= batch_rows {
                     send(tx, rejects.take())?;
                 }
@@ -325,12 +324,7 @@ fn read_lookup(
             },
             Err(reject) => {
                 rejected += 1;
-                rejects.push(&RejectRow {
-                    source_file: id,
-                    line: line as i64,
-                    reason: reject.to_string(),
-                    record: verbatim(rec),
-                });
+                rejects.push(&reject_row(id, line, &reject, rec));
             }
         }
         Ok(())
