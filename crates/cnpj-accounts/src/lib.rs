@@ -164,20 +164,15 @@ impl Accounts {
         if !token.starts_with(TOKEN_PREFIX) || token.len() < PREFIX_LEN {
             return Ok(None);
         }
-        let user = self
-            .conn()
-            .query_row(
-                "SELECT u.id, u.name, u.credits FROM tokens t JOIN users u ON u.id = t.user_id \
-                 WHERE t.hash = ?1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?2)",
-                params![hash(token), now()],
-                |r| Ok(User { id: r.get(0)?, name: r.get(1)?, credits: r.get(2)? }),
-            )
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT u.id, u.name, u.credits FROM tokens t JOIN users u ON u.id = t.user_id \
+             WHERE t.hash = ?1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?2)",
+        )?;
+        let user = stmt
+            .query_row(params![hash(token), now()], |r| Ok(User { id: r.get(0)?, name: r.get(1)?, credits: r.get(2)? }))
             .optional()?;
         Ok(user)
-    }
-
-    pub fn balance(&self, user_id: i64) -> Result<i64, AccountsError> {
-        Ok(self.conn().query_row("SELECT credits FROM users WHERE id = ?1", [user_id], |r| r.get(0))?)
     }
 
     /// Debits `amount` credits atomically; `Ok(Err(Insufficient))` when the balance is short, in
@@ -188,18 +183,16 @@ impl Accounts {
             return Ok(Ok(conn.query_row("SELECT credits FROM users WHERE id = ?1", [user_id], |r| r.get(0))?));
         }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let changed = tx.execute(
-            "UPDATE users SET credits = credits - ?1 WHERE id = ?2 AND credits >= ?1",
-            params![amount, user_id],
-        )?;
-        let balance: i64 = tx.query_row("SELECT credits FROM users WHERE id = ?1", [user_id], |r| r.get(0))?;
+        let changed = tx
+            .prepare_cached("UPDATE users SET credits = credits - ?1 WHERE id = ?2 AND credits >= ?1")?
+            .execute(params![amount, user_id])?;
+        let balance: i64 =
+            tx.prepare_cached("SELECT credits FROM users WHERE id = ?1")?.query_row([user_id], |r| r.get(0))?;
         if changed == 0 {
             return Ok(Err(Insufficient { balance }));
         }
-        tx.execute(
-            "INSERT INTO debits (user_id, amount, at, what) VALUES (?1, ?2, ?3, ?4)",
-            params![user_id, amount, now(), what],
-        )?;
+        tx.prepare_cached("INSERT INTO debits (user_id, amount, at, what) VALUES (?1, ?2, ?3, ?4)")?
+            .execute(params![user_id, amount, now(), what])?;
         tx.commit()?;
         Ok(Ok(balance))
     }
