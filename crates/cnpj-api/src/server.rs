@@ -82,7 +82,8 @@ pub fn router(state: Shared) -> Router {
     let api = Router::new()
         .route("/api/v1/companies/search", get(search))
         .route("/api/v1/companies/batch", post(batch))
-        .route("/api/v1/companies/{cnpj}", get(detail))
+        // A catch-all, so that a masked CNPJ with a raw `/` (11.222.333/0001-81) still matches.
+        .route("/api/v1/companies/{*cnpj}", get(detail))
         .route("/api/v1/reference-data", get(reference_data))
         .route("/api/v1/cities", get(cities))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate));

@@ -168,9 +168,11 @@ fn detail_records_locales_and_credits() {
     assert_eq!(r.header("x-ratelimit-remaining"), Some("99"));
     let es = get(&s, "/api/v1/companies/11222333000181?locale=es", &token);
     assert_eq!(es.body["data"]["situacao_cadastral"], "Activa");
+    let raw_slash = get(&s, "/api/v1/companies/11.222.333/0002-62", &token);
+    assert_eq!(raw_slash.body["data"]["cnpj"], "11222333000262", "a raw slash of the mask is accepted");
     let head = get(&s, "/api/v1/companies/44555666", &token);
     assert_eq!(head.body["data"]["cnpj"], "44555666000181");
-    assert_eq!(s.credits("ana"), (7, 3));
+    assert_eq!(s.credits("ana"), (6, 4));
 
     assert_eq!(error_of(&get(&s, "/api/v1/companies/11444777000161", &token)), (404, "Company not found."));
     let bad = get(&s, "/api/v1/companies/11222333000182", &token);
@@ -179,7 +181,7 @@ fn detail_records_locales_and_credits() {
     let locale = get(&s, "/api/v1/companies/11222333000181?locale=fr", &token);
     assert_eq!(error_of(&locale), (400, "Invalid input parameters"));
     assert!(locale.body["errors"]["locale"].is_array());
-    assert_eq!(s.credits("ana"), (7, 3), "failed requests cost nothing");
+    assert_eq!(s.credits("ana"), (6, 4), "failed requests cost nothing");
 }
 
 #[test]
