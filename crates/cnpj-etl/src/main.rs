@@ -68,6 +68,19 @@ enum Command {
         #[command(flatten)]
         source: SourceArgs,
     },
+    /// Write a synthetic month of RFB zips (format-faithful, deterministic for a seed) at a scale
+    /// (1.0 ≈ a full 2026 month: 69 M companies, 72 M establishments).
+    Synth {
+        #[arg(long)]
+        scale: f64,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The month the member names carry.
+        #[arg(long, default_value = "2026-11")]
+        month: String,
+    },
     /// Print the detail record of a CNPJ (14 characters, or 8 for the head office) as JSON.
     Show {
         #[arg(long)]
@@ -185,6 +198,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if !cli.quiet {
                 eprint!("{}", summary_text(&built));
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Synth { scale, out, seed, month } => {
+            let opts = cnpj_synth::SynthOptions { seed, month, ..cnpj_synth::SynthOptions::new(scale, &out) };
+            let started = std::time::Instant::now();
+            let report = cnpj_synth::generate(&opts).with_context(|| format!("writing {}", out.display()))?;
+            if !cli.quiet {
+                let records: u64 = report.files.iter().map(|f| f.records).sum();
+                let bytes: u64 = report.files.iter().map(|f| f.csv_bytes).sum();
+                eprintln!(
+                    "wrote {} files, {records} records, {bytes} bytes of CSV in {:.1} s",
+                    report.files.len(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { db, locale, cnpj } => {

@@ -418,3 +418,47 @@ fn run_downloads_builds_swaps_and_resumes() {
     let report: Value = serde_json::from_slice(&std::fs::read(month.join("build-report.json")).unwrap()).unwrap();
     assert_reconciles(&report);
 }
+
+#[test]
+fn a_synthetic_month_builds_with_exactly_the_planted_rejects_and_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("c"));
+    for (out, seed) in [(&a, "7"), (&b, "7"), (&c, "8")] {
+        let run = etl(&["synth", "--quiet", "--scale", "0.0001", "--seed", seed, "--out", out.to_str().unwrap()]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    }
+    let synth: Value = serde_json::from_slice(&std::fs::read(a.join("synth.json")).unwrap()).unwrap();
+    let files = synth["files"].as_array().unwrap();
+    assert_eq!(files.len(), 37, "37 zips, as RFB ships");
+    for f in files {
+        let zip = f["zip"].as_str().unwrap();
+        let same = std::fs::read(a.join(zip)).unwrap() == std::fs::read(b.join(zip)).unwrap();
+        assert!(same, "{zip} differs for the same seed");
+    }
+    assert_ne!(
+        std::fs::read(a.join("Estabelecimentos0.zip")).unwrap(),
+        std::fs::read(c.join("Estabelecimentos0.zip")).unwrap()
+    );
+    let part0 = files.iter().find(|f| f["zip"] == "Estabelecimentos0.zip").unwrap()["records"].as_u64().unwrap();
+    let part1 = files.iter().find(|f| f["zip"] == "Estabelecimentos1.zip").unwrap()["records"].as_u64().unwrap();
+    assert!(part0 >= 3 * part1, "part 0 is the big one: {part0} vs {part1}");
+
+    let built = build(&a);
+    assert_reconciles(&built.report);
+    for f in files {
+        let got = file(&built.report, f["member"].as_str().unwrap());
+        assert_eq!(got["rows_read"], f["records"], "{f}");
+        assert_eq!(got["rows_rejected"], f["planted_rejects"], "{f}");
+        assert_eq!(got["duplicates"], f["planted_duplicates"], "{f}");
+        assert_eq!(got["duplicates_differing"], 0, "{f}");
+    }
+    let tables: Vec<(String, u64)> = built.report["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["table"].as_str().unwrap().to_owned(), t["rows"].as_u64().unwrap()))
+        .collect();
+    assert!(tables.contains(&("empresas".into(), 6900)), "{tables:?}");
+    assert!(tables.contains(&("estabelecimentos".into(), 7200)), "{tables:?}");
+    assert!(tables.contains(&("simples".into(), 4900)), "{tables:?}");
+}
