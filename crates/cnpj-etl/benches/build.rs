@@ -1,0 +1,154 @@
+//! Build benchmark (not a test): for each scale, writes a synthetic month, then measures side by
+//! side, in one run, on the same zips:
+//! - the decompression floor: inflating every member to nowhere;
+//! - a naive baseline: the members extracted to CSV files, then imported by DuckDB's own `read_csv`
+//!   (the SQL a data engineer writes in an afternoon), extraction included;
+//! - `cnpj-etl build`: wall time, CPU time, peak RSS, dataset size, rows/s and MB/s of CSV;
+//!
+//! and prints a Markdown table with ratios. Run: `cargo bench -p cnpj-etl --bench build` with
+//! `CNPJ_BENCH_SCALES=0.01,0.03,0.1` (default `0.001`); `CNPJ_BENCH_DIR` keeps the data there.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Wall time, CPU seconds and peak RSS (bytes) of a child, polled from /proc.
+fn measure_child(mut cmd: Command) -> (Duration, f64, u64) {
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("the build starts");
+    let pid = child.id();
+    let (mut cpu, mut rss) = (0.0, 0u64);
+    let ticks = 100.0; // USER_HZ on Linux
+    loop {
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+            if let (Some(u), Some(s)) = (fields.get(11), fields.get(12)) {
+                cpu = (u.parse::<f64>().unwrap_or(0.0) + s.parse::<f64>().unwrap_or(0.0)) / ticks;
+            }
+        }
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(kb) = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))
+        {
+            rss = rss.max(kb.trim().trim_end_matches(" kB").trim().parse::<u64>().unwrap_or(0) * 1024);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "the build failed");
+            return (started.elapsed(), cpu, rss);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn members(dir: &Path) -> Vec<PathBuf> {
+    let mut zips: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "zip"))
+        .collect();
+    zips.sort();
+    zips
+}
+
+/// Inflates every member to nowhere; returns the time and the CSV bytes.
+fn floor(dir: &Path) -> (Duration, u64) {
+    let started = Instant::now();
+    let mut bytes = 0;
+    for zip in members(dir) {
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(&zip).unwrap()).unwrap();
+        for i in 0..archive.len() {
+            let mut m = archive.by_index(i).unwrap();
+            bytes += std::io::copy(&mut m, &mut std::io::sink()).unwrap();
+        }
+    }
+    (started.elapsed(), bytes)
+}
+
+/// Extracts the members as CSV files and imports them with DuckDB's `read_csv`.
+fn naive(dir: &Path, work: &Path) -> Duration {
+    let started = Instant::now();
+    let csv = work.join("csv");
+    std::fs::create_dir_all(&csv).unwrap();
+    for zip in members(dir) {
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(&zip).unwrap()).unwrap();
+        for i in 0..archive.len() {
+            let mut m = archive.by_index(i).unwrap();
+            let name = m.name().unwrap().replace('$', "_");
+            let mut out = std::fs::File::create(csv.join(name)).unwrap();
+            std::io::copy(&mut m, &mut out).unwrap();
+        }
+    }
+    let db = work.join("naive.duckdb");
+    let _ = std::fs::remove_file(&db);
+    let conn = duckdb::Connection::open(&db).unwrap();
+    let read = |suffix: &str| {
+        format!(
+            "read_csv('{}/*{suffix}*', delim = ';', header = false, quote = '\"', escape = '\"', \
+             encoding = 'latin-1', all_varchar = true, null_padding = true, ignore_errors = true)",
+            csv.display()
+        )
+    };
+    for (table, suffix) in [
+        ("empresas", "EMPRECSV"),
+        ("estabelecimentos", "ESTABELE"),
+        ("socios", "SOCIOCSV"),
+        ("simples", "SIMPLES"),
+        ("cnaes", "CNAECSV"),
+        ("municipios", "MUNICCSV"),
+    ] {
+        conn.execute_batch(&format!("CREATE TABLE {table} AS SELECT * FROM {}", read(suffix))).unwrap();
+    }
+    drop(conn);
+    let elapsed = started.elapsed();
+    let _ = std::fs::remove_dir_all(&csv);
+    elapsed
+}
+
+fn dir_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+fn main() {
+    let scales: Vec<f64> = std::env::var("CNPJ_BENCH_SCALES")
+        .unwrap_or_else(|_| "0.001".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("a scale"))
+        .collect();
+    let keep = std::env::var("CNPJ_BENCH_DIR").ok().map(PathBuf::from);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = keep.unwrap_or_else(|| tmp.path().to_owned());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut mem = String::new();
+    let _ = std::fs::File::open("/proc/meminfo").and_then(|mut f| f.read_to_string(&mut mem));
+    let mem = mem.lines().next().unwrap_or("").replace("MemTotal:", "").trim().to_owned();
+    println!("Build benchmark: {cpus} CPUs, {mem} memory\n");
+    println!(
+        "| scale | rows | CSV MB | floor s | naive s | ours s | ours CPU s | ours peak RSS MB | dataset MB | rows/s | CSV MB/s | ours / naive | ours / floor |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for scale in scales {
+        let dir = root.join(format!("scale-{scale}"));
+        let opts = cnpj_synth::SynthOptions::new(scale, &dir);
+        let report = cnpj_synth::generate(&opts).expect("the synthetic month is written");
+        let rows: u64 = report.files.iter().map(|f| f.records).sum();
+        let (floor_time, csv_bytes) = floor(&dir);
+        let naive_time = naive(&dir, &root);
+        let db = root.join(format!("ours-{scale}.duckdb"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
+        cmd.args(["build", "--quiet", "--input"]).arg(&dir).arg("--db").arg(&db);
+        let (wall, cpu, rss) = measure_child(cmd);
+        let mb = csv_bytes as f64 / 1e6;
+        println!(
+            "| {scale} | {rows} | {mb:.0} | {:.1} | {:.1} | {:.1} | {cpu:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} |",
+            floor_time.as_secs_f64(),
+            naive_time.as_secs_f64(),
+            wall.as_secs_f64(),
+            rss as f64 / 1e6,
+            dir_size(&db) as f64 / 1e6,
+            rows as f64 / wall.as_secs_f64(),
+            mb / wall.as_secs_f64(),
+            wall.as_secs_f64() / naive_time.as_secs_f64(),
+            wall.as_secs_f64() / floor_time.as_secs_f64(),
+        );
+    }
+}
