@@ -278,6 +278,14 @@ fn a_failed_build_names_the_file_and_leaves_the_dataset_untouched() {
         .filter(|n| n.contains("building"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // The leftovers of a build that was killed (its process gone) are removed by the next build.
+    let abandoned = dir.path().join(".registry.duckdb.building-4000000");
+    std::fs::write(&abandoned, b"half a dataset").unwrap();
+    std::fs::create_dir(dir.path().join(".registry.duckdb.building-4000000.tmp")).unwrap();
+    let ok = etl(&["build", "--quiet", "--input", sample_dump().to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert!(ok.status.success());
+    assert!(!abandoned.exists() && !dir.path().join(".registry.duckdb.building-4000000.tmp").exists());
 }
 
 #[test]

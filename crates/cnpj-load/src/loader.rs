@@ -98,6 +98,7 @@ impl Loader {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "the target's folder does not exist"),
             });
         }
+        remove_abandoned_builds(dir, &name);
         let tmp = dir.join(format!(".{name}.building-{}", std::process::id()));
         let mut loader = Loader { conn: None, tmp, target: target.to_owned() };
         loader.remove_tmp();
@@ -246,6 +247,24 @@ impl Loader {
         let _ = std::fs::remove_file(&self.tmp);
         let _ = std::fs::remove_file(format!("{name}.wal"));
         let _ = std::fs::remove_dir_all(format!("{name}.tmp"));
+    }
+}
+
+/// Deletes the temporary files of earlier builds of the same target whose process is gone (a build
+/// killed before it could clean up), so that they do not pile up.
+fn remove_abandoned_builds(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.building-");
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file.strip_prefix(&prefix) else { continue };
+        let pid = rest.split('.').next().unwrap_or("");
+        let alive = pid.parse::<u32>().is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if !alive && !pid.is_empty() {
+            tracing::info!(file, "removing an abandoned build");
+            let path = entry.path();
+            let _ = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        }
     }
 }
 
