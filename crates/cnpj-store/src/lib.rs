@@ -59,11 +59,11 @@ SELECT e.cnpj, coalesce(c.razao_social, ''), e.nome_fantasia, e.situacao_cadastr
        e.nome_cidade_exterior, e.pais, e.ddd_2, e.telefone_2, e.ddd_fax, e.fax, e.cnpj_basico
 FROM estabelecimentos e LEFT JOIN empresas c ON c.cnpj_basico = e.cnpj_basico";
 
+/// Partners of the companies `$1`, … in contract §2 order; the caller appends `IN (…)` and the order.
 const SOCIOS: &str = "
 SELECT nome, qualificacao, tipo, documento, CAST(data_entrada AS VARCHAR), faixa_etaria, pais,
-       representante_legal, nome_representante, qualificacao_representante
-FROM socios WHERE cnpj_basico = ?
-ORDER BY data_entrada NULLS LAST, nome, documento";
+       representante_legal, nome_representante, qualificacao_representante, cnpj_basico
+FROM socios WHERE cnpj_basico";
 
 /// The served regime (contract §2): the latest year's tax regime; else MEI, Simples Nacional or
 /// "não informado" from Simples. And `simples_nacional` (1 when `opcao_simples = S`).
@@ -193,8 +193,33 @@ impl Store {
         }
         .map_err(query("detail"))?;
         let Some((mut record, basico)) = record else { return Ok(None) };
-        record.socios = self.partners(conn, &basico, locale)?;
+        record.socios = self.partners(conn, std::slice::from_ref(&basico), locale)?.remove(&basico).unwrap_or_default();
         Ok(Some((record, basico)))
+    }
+
+    /// The detail records of `cnpjs` (those that exist), in the order given: two queries in all.
+    fn records_on(&self, conn: &Connection, cnpjs: &[String], locale: Locale) -> Result<Vec<DetailRecord>, StoreError> {
+        if cnpjs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!("{DETAIL} WHERE e.cnpj IN ({})", vec!["?"; cnpjs.len()].join(", "));
+        let mut stmt = conn.prepare_cached(&sql).map_err(query("records"))?;
+        let mut found: HashMap<String, (DetailRecord, String)> = stmt
+            .query_map(duckdb::params_from_iter(cnpjs), |r| self.record(r, locale))
+            .and_then(|rows| rows.map(|r| r.map(|(d, b)| (d.cnpj.clone(), (d, b)))).collect())
+            .map_err(query("records"))?;
+        let mut basicos: Vec<String> = found.values().map(|(_, b)| b.clone()).collect();
+        basicos.sort();
+        basicos.dedup();
+        let partners = self.partners(conn, &basicos, locale)?;
+        Ok(cnpjs
+            .iter()
+            .filter_map(|c| found.remove(c))
+            .map(|(mut d, b)| {
+                d.socios = partners.get(&b).cloned().unwrap_or_default();
+                d
+            })
+            .collect())
     }
 
     /// One page of search results (ordered by CNPJ) and the total number of matches.
@@ -226,14 +251,7 @@ impl Store {
                     s.query_map(duckdb::params_from_iter(&params), |r| r.get(0))?.collect::<Result<_, _>>()
                 })
                 .map_err(query("search page"))?;
-            let mut records = Vec::with_capacity(cnpjs.len());
-            for cnpj in cnpjs {
-                let q = CnpjQuery::parse(&cnpj).expect("the dataset holds valid CNPJs");
-                if let Some((record, _)) = self.detail_on(conn, &q, locale)? {
-                    records.push(record);
-                }
-            }
-            Ok((total as u64, records))
+            Ok((total as u64, self.records_on(conn, &cnpjs, locale)?))
         })
     }
 
@@ -363,13 +381,27 @@ impl Store {
         Ok((record, s(34)?))
     }
 
-    fn partners(&self, conn: &Connection, basico: &str, locale: Locale) -> Result<Vec<Partner>, StoreError> {
-        let mut stmt = conn.prepare_cached(SOCIOS).map_err(query("socios"))?;
+    /// The partners of each company of `basicos`.
+    fn partners(
+        &self,
+        conn: &Connection,
+        basicos: &[String],
+        locale: Locale,
+    ) -> Result<HashMap<String, Vec<Partner>>, StoreError> {
+        let mut by_company: HashMap<String, Vec<Partner>> = HashMap::new();
+        if basicos.is_empty() {
+            return Ok(by_company);
+        }
+        let sql = format!(
+            "{SOCIOS} IN ({}) ORDER BY cnpj_basico, data_entrada NULLS LAST, nome, documento",
+            vec!["?"; basicos.len()].join(", ")
+        );
+        let mut stmt = conn.prepare_cached(&sql).map_err(query("socios"))?;
         let rows = stmt
-            .query_map([basico], |r| {
+            .query_map(duckdb::params_from_iter(basicos), |r| {
                 let s = |i: usize| -> duckdb::Result<String> { r.get(i) };
                 let (qualificacao, tipo, faixa) = (s(1)?, s(2)?, s(5)?);
-                Ok(Partner {
+                let partner = Partner {
                     nome: s(0)?,
                     qualificacao_descricao: self.label(locale, "qualificacoes", &qualificacao),
                     qualificacao,
@@ -383,9 +415,14 @@ impl Store {
                     representante_legal: s(7)?,
                     nome_representante: s(8)?,
                     qualificacao_representante: s(9)?,
-                })
+                };
+                Ok((s(10)?, partner))
             })
             .map_err(query("socios"))?;
-        rows.collect::<Result<_, _>>().map_err(query("socios"))
+        for row in rows {
+            let (basico, partner) = row.map_err(query("socios"))?;
+            by_company.entry(basico).or_default().push(partner);
+        }
+        Ok(by_company)
     }
 }
