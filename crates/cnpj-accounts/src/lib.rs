@@ -119,13 +119,6 @@ impl Accounts {
         Ok(token)
     }
 
-    /// Sets a token's expiry (seconds since the epoch); for operators and tests.
-    pub fn set_token_expiry(&self, prefix: &str, expires_at: Option<i64>) -> Result<(), AccountsError> {
-        let changed =
-            self.conn().execute("UPDATE tokens SET expires_at = ?1 WHERE prefix = ?2", params![expires_at, prefix])?;
-        if changed == 0 { Err(AccountsError::UnknownToken(prefix.to_owned())) } else { Ok(()) }
-    }
-
     pub fn revoke_token(&self, prefix: &str) -> Result<(), AccountsError> {
         let changed = self.conn().execute(
             "UPDATE tokens SET revoked_at = coalesce(revoked_at, ?1) WHERE prefix = ?2",
@@ -220,8 +213,8 @@ mod tests {
         let (_, tokens, _) = a.show("ana").unwrap();
         assert_eq!(tokens.len(), 1);
         assert_eq!(tokens[0].prefix, token[..12]);
-        a.set_token_expiry(&token[..12], Some(now() - 1)).unwrap();
-        assert_eq!(a.authenticate(&token).unwrap(), None);
+        let expired = a.issue_token("ana", Some(0)).unwrap();
+        assert_eq!(a.authenticate(&expired).unwrap(), None, "an expiry of 0 days is already past");
         let second = a.issue_token("ana", Some(30)).unwrap();
         assert!(a.authenticate(&second).unwrap().is_some());
         a.revoke_token(&second[..12]).unwrap();
