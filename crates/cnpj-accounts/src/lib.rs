@@ -1,16 +1,17 @@
 //! The API's accounts store (contract §7): users, API tokens kept only as SHA-256 hashes (listed
-//! by prefix, revocable, with an optional expiry) and credit balances with a debit ledger. A SQLite
-//! file, separate from the monthly dataset; safe to use from the server and the operator's CLI at
-//! once (WAL, busy timeout), and charging is atomic (`BEGIN IMMEDIATE`, balance never negative).
+//! by prefix, revocable, with an optional expiry), credit balances with a debit ledger, and, when
+//! shared by several API replicas, the rate-limit counters. A SQLite file by default (separate from
+//! the monthly dataset), or a Postgres schema that every replica uses. Charging is atomic on both
+//! (the balance never goes negative).
+
+mod postgres;
+mod sqlite;
 
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
 
-const SCHEMA: &str = include_str!("../../../sql/sqlite/accounts.sql");
 const TOKEN_PREFIX: &str = "cnpj_";
 const PREFIX_LEN: usize = 12;
 
@@ -18,6 +19,8 @@ const PREFIX_LEN: usize = 12;
 pub enum AccountsError {
     #[error("accounts store: {0}")]
     Db(#[from] rusqlite::Error),
+    #[error("accounts store (Postgres): {0}")]
+    Postgres(#[from] ::postgres::Error),
     #[error("no user named {0:?}")]
     UnknownUser(String),
     #[error("a user named {0:?} exists already")]
@@ -49,16 +52,6 @@ pub struct Insufficient {
     pub balance: i64,
 }
 
-pub struct Accounts {
-    conn: Mutex<Connection>,
-}
-
-impl std::fmt::Debug for Accounts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Accounts")
-    }
-}
-
 fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
@@ -67,89 +60,72 @@ fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// 32 random bytes, hex, after the `cnpj_` prefix.
+fn new_token() -> Result<String, AccountsError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| AccountsError::Random(e.to_string()))?;
+    Ok(format!("{TOKEN_PREFIX}{}", hex::encode(bytes)))
+}
+
+pub struct Accounts(Inner);
+
+enum Inner {
+    Sqlite(sqlite::Sqlite),
+    Postgres(postgres::Pg),
+}
+
+impl std::fmt::Debug for Accounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_shared() { "Accounts(Postgres)" } else { "Accounts(SQLite)" })
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $store:ident => $call:expr) => {
+        match &$self.0 {
+            Inner::Sqlite($store) => $call,
+            Inner::Postgres($store) => $call,
+        }
+    };
+}
+
 impl Accounts {
+    /// The SQLite store at `path` (created when missing).
     pub fn open(path: &Path) -> Result<Accounts, AccountsError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(10))?;
-        conn.execute_batch(SCHEMA)?;
-        // WAL with NORMAL sync: a commit survives a crash of the process; only a power loss may
-        // drop the last few debits (never corrupt the file). Charging pays one fsync per checkpoint,
-        // not one per request.
-        conn.execute_batch("PRAGMA synchronous = NORMAL")?;
-        Ok(Accounts { conn: Mutex::new(conn) })
+        Ok(Accounts(Inner::Sqlite(sqlite::Sqlite::open(path)?)))
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The Postgres store (schema `cnpj_accounts`, created when missing) that replicas share.
+    pub fn open_postgres(url: &str) -> Result<Accounts, AccountsError> {
+        Ok(Accounts(Inner::Postgres(postgres::Pg::open(url)?)))
+    }
+
+    /// Whether several processes share this store (and its rate-limit counters).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.0, Inner::Postgres(_))
     }
 
     pub fn create_user(&self, name: &str, credits: i64) -> Result<User, AccountsError> {
-        let conn = self.conn();
-        let inserted = conn.execute(
-            "INSERT INTO users (name, credits, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
-            params![name, credits.max(0), now()],
-        )?;
-        if inserted == 0 {
-            return Err(AccountsError::UserExists(name.to_owned()));
-        }
-        Ok(User { id: conn.last_insert_rowid(), name: name.to_owned(), credits: credits.max(0) })
+        dispatch!(self, s => s.create_user(name, credits.max(0)))
     }
 
-    fn user_by_name(conn: &Connection, name: &str) -> Result<User, AccountsError> {
-        conn.query_row("SELECT id, name, credits FROM users WHERE name = ?1", [name], |r| {
-            Ok(User { id: r.get(0)?, name: r.get(1)?, credits: r.get(2)? })
-        })
-        .optional()?
-        .ok_or_else(|| AccountsError::UnknownUser(name.to_owned()))
-    }
-
-    /// Issues a new token for `user` (32 random bytes); returns it: it is never stored nor shown again.
+    /// Issues a new token for `user`; returns it: it is never stored nor shown again.
     pub fn issue_token(&self, user: &str, expires_in_days: Option<u32>) -> Result<String, AccountsError> {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).map_err(|e| AccountsError::Random(e.to_string()))?;
-        let token = format!("{TOKEN_PREFIX}{}", hex::encode(bytes));
-        let conn = self.conn();
-        let user = Self::user_by_name(&conn, user)?;
-        let created = now();
-        let expires = expires_in_days.map(|d| created + i64::from(d) * 86_400);
-        conn.execute(
-            "INSERT INTO tokens (prefix, hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![&token[..PREFIX_LEN], hash(&token), user.id, created, expires],
-        )?;
-        Ok(token)
+        dispatch!(self, s => s.issue_token(user, expires_in_days))
     }
 
     pub fn revoke_token(&self, prefix: &str) -> Result<(), AccountsError> {
-        let changed = self.conn().execute(
-            "UPDATE tokens SET revoked_at = coalesce(revoked_at, ?1) WHERE prefix = ?2",
-            params![now(), prefix],
-        )?;
-        if changed == 0 { Err(AccountsError::UnknownToken(prefix.to_owned())) } else { Ok(()) }
+        dispatch!(self, s => s.revoke_token(prefix))
     }
 
     /// Adds `credits` (may be negative, never below zero) and returns the user.
     pub fn grant(&self, user: &str, credits: i64) -> Result<User, AccountsError> {
-        let conn = self.conn();
-        let u = Self::user_by_name(&conn, user)?;
-        conn.execute("UPDATE users SET credits = max(0, credits + ?1) WHERE id = ?2", params![credits, u.id])?;
-        Self::user_by_name(&conn, user)
+        dispatch!(self, s => s.grant(user, credits))
     }
 
     /// A user with their tokens (by prefix) and the credits they used.
     pub fn show(&self, user: &str) -> Result<(User, Vec<TokenInfo>, i64), AccountsError> {
-        let conn = self.conn();
-        let u = Self::user_by_name(&conn, user)?;
-        let mut stmt = conn.prepare(
-            "SELECT prefix, created_at, expires_at, revoked_at FROM tokens WHERE user_id = ?1 ORDER BY created_at, prefix",
-        )?;
-        let tokens = stmt
-            .query_map([u.id], |r| {
-                Ok(TokenInfo { prefix: r.get(0)?, created_at: r.get(1)?, expires_at: r.get(2)?, revoked_at: r.get(3)? })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        let used: i64 =
-            conn.query_row("SELECT coalesce(sum(amount), 0) FROM debits WHERE user_id = ?1", [u.id], |r| r.get(0))?;
-        Ok((u, tokens, used))
+        dispatch!(self, s => s.show(user))
     }
 
     /// The user a token belongs to, if the token is known, not revoked and not expired.
@@ -157,37 +133,23 @@ impl Accounts {
         if !token.starts_with(TOKEN_PREFIX) || token.len() < PREFIX_LEN {
             return Ok(None);
         }
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT u.id, u.name, u.credits FROM tokens t JOIN users u ON u.id = t.user_id \
-             WHERE t.hash = ?1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?2)",
-        )?;
-        let user = stmt
-            .query_row(params![hash(token), now()], |r| Ok(User { id: r.get(0)?, name: r.get(1)?, credits: r.get(2)? }))
-            .optional()?;
-        Ok(user)
+        dispatch!(self, s => s.authenticate(token))
     }
 
     /// Debits `amount` credits atomically; `Ok(Err(Insufficient))` when the balance is short, in
     /// which case nothing is debited. Returns the balance left.
     pub fn charge(&self, user_id: i64, amount: i64, what: &str) -> Result<Result<i64, Insufficient>, AccountsError> {
-        let mut conn = self.conn();
-        if amount <= 0 {
-            return Ok(Ok(conn.query_row("SELECT credits FROM users WHERE id = ?1", [user_id], |r| r.get(0))?));
+        dispatch!(self, s => s.charge(user_id, amount, what))
+    }
+
+    /// The shared rolling-window rate limit (Postgres only; a SQLite store serves one process,
+    /// whose limiter is in memory): `Ok(Ok(remaining))`, or `Ok(Err(seconds until a slot frees))`
+    /// when `limit` requests were counted in the last `window` (a refused request is not counted).
+    pub fn rate_check(&self, user_id: i64, limit: u32, window: Duration) -> Result<Result<u32, u64>, AccountsError> {
+        match &self.0 {
+            Inner::Postgres(s) => s.rate_check(user_id, limit, window),
+            Inner::Sqlite(_) => Ok(Ok(limit)),
         }
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let changed = tx
-            .prepare_cached("UPDATE users SET credits = credits - ?1 WHERE id = ?2 AND credits >= ?1")?
-            .execute(params![amount, user_id])?;
-        let balance: i64 =
-            tx.prepare_cached("SELECT credits FROM users WHERE id = ?1")?.query_row([user_id], |r| r.get(0))?;
-        if changed == 0 {
-            return Ok(Err(Insufficient { balance }));
-        }
-        tx.prepare_cached("INSERT INTO debits (user_id, amount, at, what) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![user_id, amount, now(), what])?;
-        tx.commit()?;
-        Ok(Ok(balance))
     }
 }
 

@@ -23,6 +23,10 @@ impl RateLimiter {
         self.limit
     }
 
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
     /// Counts a request: `Ok(remaining)`, or `Err(seconds until a slot frees)` when over the limit
     /// (a refused request is not counted).
     pub fn check(&self, user: i64) -> Result<u32, u64> {

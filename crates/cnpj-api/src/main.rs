@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use cnpj_accounts::Accounts;
-use cnpj_store::Store;
+use cnpj_store::{Source, Store};
 
 #[derive(Debug, Parser)]
 #[command(name = "cnpj-api", version, about = "The read-only CNPJ registry API")]
@@ -23,16 +23,31 @@ struct Cli {
     /// The accounts store (SQLite file; created when missing).
     #[arg(long, global = true, env = "CNPJ_API_ACCOUNTS", default_value = "accounts.sqlite")]
     accounts: PathBuf,
+    /// Keep accounts, credits and rate-limit counters in Postgres instead (schema cnpj_accounts),
+    /// shared by every replica that names the same server.
+    #[arg(long, global = true, env = "CNPJ_API_ACCOUNTS_POSTGRES", conflicts_with = "accounts")]
+    accounts_postgres: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve a dataset. SIGHUP re-opens --db (swap without restart); SIGTERM shuts down gracefully.
+    /// Serve a dataset. SIGHUP re-opens it (swap without restart); a Postgres dataset is also
+    /// reloaded when a new publication is swapped in; SIGTERM shuts down gracefully.
     Serve {
-        #[arg(long)]
-        db: PathBuf,
+        /// A DuckDB dataset file.
+        #[arg(long, required_unless_present = "postgres", conflicts_with = "postgres")]
+        db: Option<PathBuf>,
+        /// Serve from Postgres instead (connection URL).
+        #[arg(long, env = "CNPJ_API_POSTGRES")]
+        postgres: Option<String>,
+        /// The Postgres schema of the dataset.
+        #[arg(long, default_value = "cnpj")]
+        schema: String,
+        /// Seconds between checks for a new Postgres publication.
+        #[arg(long, default_value_t = 5)]
+        reload_check: u64,
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
         /// Requests per rolling minute per user.
@@ -98,14 +113,34 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let accounts = Accounts::open(&cli.accounts)
-        .with_context(|| format!("opening the accounts store {}", cli.accounts.display()))?;
+    let accounts = match &cli.accounts_postgres {
+        Some(url) => Accounts::open_postgres(url).context("opening the accounts store in Postgres")?,
+        None => Accounts::open(&cli.accounts)
+            .with_context(|| format!("opening the accounts store {}", cli.accounts.display()))?,
+    };
     match cli.command {
-        Command::Serve { db, listen, rate_limit, rate_window, price_detail, price_search, price_batch } => {
-            let store = Store::open(&db)?;
+        Command::Serve {
+            db,
+            postgres,
+            schema,
+            reload_check,
+            listen,
+            rate_limit,
+            rate_window,
+            price_detail,
+            price_search,
+            price_batch,
+        } => {
+            let source = match (db, postgres) {
+                (Some(path), _) => Source::DuckDb(path),
+                (None, Some(url)) => Source::Postgres { url, schema },
+                (None, None) => anyhow::bail!("--db or --postgres is required"),
+            };
+            let store = Store::open(&source)?;
+            let watch = matches!(source, Source::Postgres { .. });
             let prices = server::Prices { detail: price_detail, batch_item: price_batch, search: price_search };
             let limiter = limits::RateLimiter::new(rate_limit, std::time::Duration::from_secs(rate_window));
-            let state = Arc::new(server::AppState::new(db, store, accounts, limiter, prices));
+            let state = Arc::new(server::AppState::new(source, store, accounts, limiter, prices));
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(async move {
                 let listener =
@@ -115,6 +150,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::io::stdout().flush()?;
                 tracing::info!(%addr, "serving");
                 server::reload_on_sighup(Arc::clone(&state))?;
+                if watch {
+                    server::watch_publications(Arc::clone(&state), std::time::Duration::from_secs(reload_check.max(1)));
+                }
                 axum::serve(listener, server::router(state)).with_graceful_shutdown(server::shutdown_signal()).await?;
                 anyhow::Ok(())
             })

@@ -1,7 +1,6 @@
 //! The HTTP service: routes, authentication and rate limiting, credits, dataset swap.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use cnpj_accounts::{Accounts, User};
 use cnpj_model::CnpjQuery;
-use cnpj_store::Store;
+use cnpj_store::{Source, Store};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -37,7 +36,7 @@ impl Default for Prices {
 }
 
 pub struct AppState {
-    dataset: PathBuf,
+    dataset: Source,
     store: RwLock<Arc<Store>>,
     accounts: Arc<Accounts>,
     limiter: RateLimiter,
@@ -46,7 +45,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(dataset: PathBuf, store: Store, accounts: Accounts, limiter: RateLimiter, prices: Prices) -> AppState {
+    pub fn new(dataset: Source, store: Store, accounts: Accounts, limiter: RateLimiter, prices: Prices) -> AppState {
         AppState {
             dataset,
             store: RwLock::new(Arc::new(store)),
@@ -62,7 +61,7 @@ impl AppState {
         Arc::clone(&self.store.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
-    /// Opens the dataset file again and serves it from now on; the batch cache is dropped.
+    /// Opens the dataset again and serves it from now on; the batch cache is dropped.
     pub fn reload(&self) -> Result<String, cnpj_store::StoreError> {
         let store = Store::open(&self.dataset)?;
         let month = store.source_month().to_owned();
@@ -113,13 +112,21 @@ async fn authenticate(State(state): State<Shared>, mut request: Request, next: N
         .map(|t| t.trim().to_owned());
     let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
     let accounts = Arc::clone(&state.accounts);
-    let user = match blocking(move || Ok(accounts.authenticate(&token)?)).await {
-        Ok(Some(user)) => user,
+    let (limit, window) = (state.limiter.limit(), state.limiter.window());
+    // Accounts shared by replicas (Postgres) count requests there, in the same blocking call.
+    let checked = blocking(move || {
+        let Some(user) = accounts.authenticate(&token)? else { return Ok(None) };
+        let verdict = if accounts.is_shared() { Some(accounts.rate_check(user.id, limit, window)?) } else { None };
+        Ok(Some((user, verdict)))
+    })
+    .await;
+    let (user, verdict) = match checked {
+        Ok(Some(found)) => found,
         Ok(None) => return ApiError::Unauthenticated.into_response(),
         Err(e) => return e.into_response(),
     };
-    let limit = state.limiter.limit();
-    let (mut response, remaining) = match state.limiter.check(user.id) {
+    let verdict = verdict.unwrap_or_else(|| state.limiter.check(user.id));
+    let (mut response, remaining) = match verdict {
         Ok(remaining) => {
             request.extensions_mut().insert(user);
             (next.run(request).await, remaining)
@@ -315,6 +322,30 @@ pub fn reload_on_sighup(state: Shared) -> std::io::Result<()> {
         }
     });
     Ok(())
+}
+
+/// Reloads a Postgres dataset once a newer publication was swapped in (checked every `every`).
+pub fn watch_publications(state: Shared, every: Duration) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let s = Arc::clone(&state);
+            let reloaded = tokio::task::spawn_blocking(move || match s.store().is_current() {
+                Ok(true) => Ok(None),
+                Ok(false) => s.reload().map(Some),
+                Err(e) => Err(e),
+            })
+            .await;
+            match reloaded {
+                Ok(Ok(Some(month))) => tracing::info!(source_month = %month, "new publication swapped in: reloaded"),
+                Ok(Ok(None)) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "checking for a new publication failed"),
+                Err(e) => tracing::error!(error = %e, "publication check panicked"),
+            }
+        }
+    });
 }
 
 /// Waits for SIGTERM or Ctrl-C.

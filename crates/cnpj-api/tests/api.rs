@@ -1,5 +1,7 @@
 //! End-to-end tests of `cnpj-api`: the real binary on a loopback port, over a real DuckDB dataset
-//! built from the project's sample dump, with a real SQLite accounts store, called over HTTP.
+//! built from the project's sample dump, with a real SQLite accounts store, called over HTTP; and
+//! the same over Postgres (the throwaway cluster that `scripts/test` starts): byte-for-byte parity
+//! with DuckDB, replicas sharing credits and the rate limit, publication swaps.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -17,13 +19,25 @@ fn build_dataset(input: &Path, db: &Path) {
     cnpj_build::build(&cnpj_build::BuildOptions::new(input, db), &cnpj_build::NoObserver).expect("the dataset builds");
 }
 
-fn api(accounts: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
-        .arg("--accounts")
-        .arg(accounts)
-        .args(args)
-        .output()
-        .expect("cnpj-api runs");
+/// Where a server keeps its accounts.
+#[derive(Clone, Debug)]
+enum AccountsAt {
+    File(PathBuf),
+    Postgres(String),
+}
+
+impl AccountsAt {
+    fn args(&self) -> Vec<std::ffi::OsString> {
+        match self {
+            AccountsAt::File(path) => vec!["--accounts".into(), path.into()],
+            AccountsAt::Postgres(url) => vec!["--accounts-postgres".into(), url.into()],
+        }
+    }
+}
+
+fn api(accounts: &AccountsAt, args: &[&str]) -> String {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_cnpj-api")).args(accounts.args()).args(args).output().expect("cnpj-api runs");
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
@@ -33,20 +47,31 @@ struct Server {
     child: Child,
     addr: String,
     db: PathBuf,
-    accounts: PathBuf,
+    accounts: AccountsAt,
 }
 
 impl Server {
+    /// A server over a DuckDB dataset built from the sample dump, with SQLite accounts.
     fn start(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("registry.duckdb");
         build_dataset(&root().join("data/sample-dump"), &db);
-        let accounts = dir.path().join("accounts.sqlite");
+        let accounts = AccountsAt::File(dir.path().join("accounts.sqlite"));
+        let dataset = vec!["--db".into(), db.clone().into()];
+        Server::spawn(dir, db, dataset, accounts, extra)
+    }
+
+    fn spawn(
+        dir: tempfile::TempDir,
+        db: PathBuf,
+        dataset: Vec<std::ffi::OsString>,
+        accounts: AccountsAt,
+        extra: &[&str],
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
-            .arg("--accounts")
-            .arg(&accounts)
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-            .arg(&db)
+            .args(accounts.args())
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(dataset)
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -88,6 +113,8 @@ struct Reply {
     status: u16,
     headers: Vec<(String, String)>,
     body: Value,
+    /// The body as sent (de-chunked).
+    raw: Vec<u8>,
 }
 
 impl Reply {
@@ -124,8 +151,9 @@ fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: Opti
     if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v == "chunked") {
         body = dechunk(&body);
     }
-    let body = if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).expect("a JSON body") };
-    Reply { status, headers, body }
+    let raw = body;
+    let body = if raw.is_empty() { Value::Null } else { serde_json::from_slice(&raw).expect("a JSON body") };
+    Reply { status, headers, body, raw }
 }
 
 fn dechunk(mut data: &[u8]) -> Vec<u8> {
@@ -523,4 +551,207 @@ fn cases_first_detail(s: &Server, token: &str) -> Value {
     let reply = get(s, "/api/v1/companies/11222333000181", token);
     assert_eq!(reply.status, 200);
     reply.body
+}
+
+// ---------------------------------------------------------------------------------------------
+// Postgres
+
+/// A new, empty database on the test cluster that `scripts/test` starts; its URL.
+fn pg_database() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let base = std::env::var("CNPJ_TEST_POSTGRES")
+        .expect("CNPJ_TEST_POSTGRES is not set: run the suite with scripts/test, which starts a throwaway Postgres");
+    let name = format!("api_{}_{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let mut admin = postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    format!("{base}/{name}")
+}
+
+fn publish(db: &Path, url: &str) {
+    cnpj_load::postgres::publish(db, url, "cnpj", 2, &|_| {}).expect("the dataset is published into Postgres");
+}
+
+/// A server over the Postgres schema `cnpj` at `url`, with its accounts there too.
+fn pg_server(url: &str, extra: &[&str]) -> Server {
+    let dataset = vec!["--postgres".into(), url.into(), "--schema".into(), "cnpj".into()];
+    Server::spawn(tempfile::tempdir().unwrap(), PathBuf::new(), dataset, AccountsAt::Postgres(url.to_owned()), extra)
+}
+
+/// Every detail record, a fixed search suite and batches, in the three locales: the Postgres
+/// backend answers with the same status and the same bytes as DuckDB.
+#[test]
+fn postgres_answers_byte_for_byte_like_duckdb() {
+    let mut inputs = vec![root().join("data/sample-dump")];
+    let real = root().join("../shared/rfb/samples/real-extract-2026");
+    if real.is_dir() {
+        inputs.push(real);
+    }
+    for (n, input) in inputs.into_iter().enumerate() {
+        let url = pg_database();
+        let duck = {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("registry.duckdb");
+            build_dataset(&input, &db);
+            let accounts = AccountsAt::File(dir.path().join("accounts.sqlite"));
+            let dataset = vec!["--db".into(), db.clone().into()];
+            Server::spawn(dir, db, dataset, accounts, &["--rate-limit", "1000000"])
+        };
+        publish(&duck.db, &url);
+        let pg = pg_server(&url, &["--rate-limit", "1000000"]);
+        let (duck_token, pg_token) = (duck.user("pat", 1_000_000), pg.user("pat", 1_000_000));
+
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let mut ids: Vec<String> = client
+            .query("SELECT cnpj FROM cnpj.estabelecimentos UNION SELECT cnpj_basico FROM cnpj.empresas", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        ids.sort();
+        let some: Vec<&str> = ids.iter().step_by(7).map(String::as_str).take(100).collect();
+        // Every record of the fixture dump; every 10th of the real extract's thousands.
+        let stride = if n == 0 { 1 } else { 10 };
+        let mut gets: Vec<String> = ids.iter().step_by(stride).map(|c| format!("/api/v1/companies/{c}")).collect();
+        gets.extend(["00000000000191", "99999999", "123"].map(|c| format!("/api/v1/companies/{c}")));
+        for query in [
+            "per_page=50",
+            "per_page=7&page=2",
+            "per_page=3&page=999",
+            "state=SP&per_page=20",
+            "state=ex",
+            "cnpj=11222333",
+            "trading_name=comercio",
+            "trading_name=pio%20xii",
+            "trading_name=100%25",
+            "neighborhood=centro",
+            "neighborhood=jardim%20america",
+            "city=sao%20paulo",
+            "city=boa%20esperan%C3%A7a%20do%20norte",
+            "city_id=7107",
+            "zip_code=01",
+            "zip_code=01310",
+            "business_sector=4781400",
+            "nature_code=2062&situacao_cadastral=2",
+            "company_size=05",
+            "company_size=01&state=SP",
+            "opening_date_from=2010-01-01&opening_date_to=2020-12-31&per_page=25&page=2",
+            "situacao_cadastral=08",
+            "state=AC",
+        ] {
+            gets.push(format!("/api/v1/companies/search?{query}"));
+        }
+        gets.push("/api/v1/reference-data".into());
+        gets.push("/api/v1/cities?state=SP&per_page=100&page=2".into());
+        gets.push("/api/v1/cities?term=sao".into());
+        let batches =
+            [json!({"cnpjs": some}), json!({"cnpjs": ["00000000000191", ids[0], ids[0], "bad", ids[ids.len() - 1]]})];
+        let mut compared = 0;
+        for locale in ["pt-br", "en", "es"] {
+            for path in &gets {
+                let sep = if path.contains('?') { '&' } else { '?' };
+                let path = format!("{path}{sep}locale={locale}");
+                let (a, b) = (get(&duck, &path, &duck_token), get(&pg, &path, &pg_token));
+                assert_eq!(a.status, b.status, "{path}");
+                assert!(a.raw == b.raw, "{path}:\nduckdb   {}\npostgres {}", a.body, b.body);
+                compared += 1;
+            }
+            for batch in &batches {
+                let path = format!("/api/v1/companies/batch?locale={locale}");
+                let (a, b) = (post(&duck, &path, &duck_token, batch), post(&pg, &path, &pg_token, batch));
+                assert_eq!((a.status, &a.raw), (b.status, &b.raw), "{path} {batch}");
+                compared += 1;
+            }
+        }
+        assert!(compared > 3 * 40, "{compared} responses compared");
+        assert_eq!(duck.credits("pat"), pg.credits("pat"), "the same credits were charged");
+    }
+}
+
+/// Two replicas over one Postgres: concurrent batches never overspend, and the rate limit is one.
+#[test]
+fn postgres_replicas_share_credits_and_the_rate_limit() {
+    let url = pg_database();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    build_dataset(&root().join("data/sample-dump"), &db);
+    publish(&db, &url);
+    let replicas = [pg_server(&url, &["--rate-limit", "1000"]), pg_server(&url, &["--rate-limit", "1000"])];
+    let token = replicas[0].user("eva", 30);
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..40)
+            .map(|i| {
+                let (replica, token) = (&replicas[i % 2], &token);
+                scope.spawn(move || {
+                    let body = json!({"cnpjs": ["11222333000181", "44555666", "nope"]});
+                    post(replica, "/api/v1/companies/batch", token, &body).status
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok = statuses.iter().filter(|&&c| c == 200).count();
+    let refused = statuses.iter().filter(|&&c| c == 402).count();
+    assert_eq!((ok, refused), (15, 25), "{statuses:?}");
+    assert_eq!(replicas[1].credits("eva"), (0, 30), "balance and the debit ledger agree");
+
+    let limited = [pg_server(&url, &["--rate-limit", "4"]), pg_server(&url, &["--rate-limit", "4"])];
+    let token = limited[0].user("rui", 100);
+    let seen: Vec<(u16, Option<String>)> = (0..6)
+        .map(|i| {
+            let r = get(&limited[i % 2], "/api/v1/cities?per_page=1", &token);
+            (r.status, r.header("x-ratelimit-remaining").map(str::to_owned))
+        })
+        .collect();
+    let statuses: Vec<u16> = seen.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429], "{seen:?}");
+    assert_eq!(seen[3].1.as_deref(), Some("0"));
+}
+
+/// A new publication is served without a restart; rollback brings the previous one back.
+#[test]
+fn postgres_publication_swap_and_rollback() {
+    let url = pg_database();
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first.duckdb"), dir.path().join("second.duckdb"));
+    build_dataset(&root().join("data/sample-dump"), &first);
+    publish(&first, &url);
+    let s = pg_server(&url, &["--rate-limit", "100000", "--reload-check", "1"]);
+    let token = s.user("ivo", 1_000_000);
+    let month = || request(&s.addr, "GET", "/healthz", None, None).body["source_month"].clone();
+    assert_eq!(month(), "2026-09");
+    // The second dataset: a small synthetic month.
+    let synth = cnpj_synth::SynthOptions {
+        month: "2026-10".into(),
+        ..cnpj_synth::SynthOptions::new(0.00002, dir.path().join("synth"))
+    };
+    cnpj_synth::generate(&synth).unwrap();
+    build_dataset(&synth.out, &second);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let statuses = std::thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.push(get(&s, "/api/v1/companies/11222333000181", &token).status);
+            }
+            seen
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        publish(&second, &url);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while month() != "2026-10" {
+            assert!(Instant::now() < deadline, "the new publication was not served");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.join().unwrap()
+    });
+    assert!(!statuses.is_empty() && statuses.iter().all(|&c| c == 200 || c == 404), "{statuses:?}");
+    cnpj_load::postgres::rollback(&url, "cnpj").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while month() != "2026-09" {
+        assert!(Instant::now() < deadline, "the rollback was not served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = cnpj_load::postgres::rollback(&url, "cnpj").unwrap_err();
+    assert!(matches!(err, cnpj_load::postgres::PublishError::NoPrevious(_)), "{err}");
 }

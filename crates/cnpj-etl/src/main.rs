@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use cnpj_build::{BuildOptions, BuildReport};
 use cnpj_model::{CnpjQuery, Locale};
-use cnpj_store::Store;
+use cnpj_store::{Source, Store};
 
 #[derive(Debug, Parser)]
 #[command(name = "cnpj-etl", version, about = "Build and inspect the CNPJ registry dataset")]
@@ -28,14 +28,20 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Build a DuckDB dataset from a folder of one month's RFB zips; replaces --db only on success.
+    /// Build a dataset from a folder of one month's RFB zips: a DuckDB file (--db), replaced only on
+    /// success, and/or a Postgres schema (--postgres), swapped in only on success.
     Build {
         /// Folder with the month's zips (Empresas*, Estabelecimentos*, Socios*, Simples, lookups; tax-regime zips optional).
         #[arg(long)]
         input: PathBuf,
-        /// The dataset file to create or replace.
-        #[arg(long)]
-        db: PathBuf,
+        /// The dataset file to create or replace (with --postgres: kept too; else a temporary file is used).
+        #[arg(long, required_unless_present = "postgres")]
+        db: Option<PathBuf>,
+        #[command(flatten)]
+        pg: PostgresArgs,
+        /// COPY streams (connections) into Postgres at once.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=16))]
+        pg_streams: u8,
         /// Also write the build report (JSON) here.
         #[arg(long)]
         report: Option<PathBuf>,
@@ -81,15 +87,48 @@ enum Command {
         #[arg(long, default_value = "2026-11")]
         month: String,
     },
-    /// Print the detail record of a CNPJ (14 characters, or 8 for the head office) as JSON.
-    Show {
+    /// Publish an already built DuckDB dataset into Postgres (what `build --postgres` does after the build).
+    Publish {
         #[arg(long)]
         db: PathBuf,
+        #[command(flatten)]
+        pg: PostgresArgs,
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=16))]
+        pg_streams: u8,
+    },
+    /// Serve the Postgres schema kept by the last build again (`<schema>_previous`), dropping the current one.
+    Rollback {
+        #[command(flatten)]
+        pg: PostgresArgs,
+    },
+    /// Print the detail record of a CNPJ (14 characters, or 8 for the head office) as JSON.
+    Show {
+        #[arg(long, required_unless_present = "postgres")]
+        db: Option<PathBuf>,
+        #[command(flatten)]
+        pg: PostgresArgs,
         #[arg(long, default_value = "pt-br")]
         locale: Locale,
         /// The CNPJ, masked or not.
         cnpj: String,
     },
+}
+
+/// A Postgres dataset: connection URL and schema.
+#[derive(Debug, clap::Args)]
+struct PostgresArgs {
+    /// Postgres connection URL (postgresql://user@host:port/db or "host=… user=…").
+    #[arg(long, env = "CNPJ_POSTGRES_URL")]
+    postgres: Option<String>,
+    /// The schema that serves the dataset (the build also uses <schema>_building and <schema>_previous).
+    #[arg(long, default_value = "cnpj")]
+    schema: String,
+}
+
+impl PostgresArgs {
+    fn source(&self) -> Option<Source> {
+        self.postgres.as_ref().map(|url| Source::Postgres { url: url.clone(), schema: self.schema.clone() })
+    }
 }
 
 /// Where and how to download (configuration, since the RFB moves its files).
@@ -162,7 +201,15 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Build { input, db, report, memory_limit } => {
+        Command::Build { input, db, pg, pg_streams, report, memory_limit } => {
+            // With --postgres only, the DuckDB build goes to a temporary file, deleted afterwards.
+            let scratch = match &db {
+                Some(_) => None,
+                None => Some(
+                    tempfile::Builder::new().prefix("cnpj-build-").tempdir().context("creating a temporary folder")?,
+                ),
+            };
+            let db = db.unwrap_or_else(|| scratch.as_ref().expect("a scratch folder").path().join("dataset.duckdb"));
             let opts = BuildOptions { memory_limit, ..BuildOptions::new(&input, &db) };
             let observer = progress::Bars::new(cli.quiet);
             let result = cnpj_build::build(&opts, &observer);
@@ -175,6 +222,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if !cli.quiet {
                 eprint!("{}", summary_text(&built));
             }
+            if pg.postgres.is_some() {
+                publish(&db, &pg, pg_streams, cli.quiet)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Publish { db, pg, pg_streams } => {
+            anyhow::ensure!(pg.postgres.is_some(), "--postgres URL is required");
+            publish(&db, &pg, pg_streams, cli.quiet)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rollback { pg } => {
+            let url = pg.postgres.as_deref().context("--postgres URL is required")?;
+            cnpj_load::postgres::rollback(url, &pg.schema)?;
+            eprintln!("schema {} serves the previous dataset again", pg.schema);
             Ok(ExitCode::SUCCESS)
         }
         Command::Download { month, dest, source } => {
@@ -216,7 +277,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Show { db, locale, cnpj } => {
+        Command::Show { db, pg, locale, cnpj } => {
             let query = match CnpjQuery::parse(&cnpj) {
                 Ok(q) => q,
                 Err(e) => {
@@ -224,19 +285,41 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
-            let store = Store::open(&db)?;
+            let source = pg.source().or(db.map(Source::DuckDb)).context("--db or --postgres is required")?;
+            let store = Store::open(&source)?;
             match store.detail(&query, locale)? {
                 Some(record) => {
                     println!("{}", serde_json::to_string_pretty(&record)?);
                     Ok(ExitCode::SUCCESS)
                 }
                 None => {
-                    eprintln!("error: no company with CNPJ {cnpj} in {}", db.display());
+                    eprintln!("error: no company with CNPJ {cnpj} in {source}");
                     Ok(ExitCode::FAILURE)
                 }
             }
         }
     }
+}
+
+/// Copies the dataset at `db` into Postgres and swaps it in (see `cnpj_load::postgres`).
+fn publish(db: &std::path::Path, pg: &PostgresArgs, streams: u8, quiet: bool) -> anyhow::Result<()> {
+    let url = pg.postgres.as_deref().context("--postgres URL is required")?;
+    let started = std::time::Instant::now();
+    let bar = progress::rows_bar(quiet, "copying into Postgres");
+    let published = cnpj_load::postgres::publish(db, url, &pg.schema, usize::from(streams), &|n| bar.inc(n));
+    bar.finish_and_clear();
+    let published =
+        published.with_context(|| format!("publishing {} into Postgres schema {}", db.display(), pg.schema))?;
+    if !quiet {
+        let rows: u64 = published.tables.iter().map(|(_, n)| n).sum();
+        eprintln!(
+            "published {rows} rows into Postgres schema {} in {:.1} s (previous kept as {}_previous)",
+            published.schema,
+            started.elapsed().as_secs_f64(),
+            published.schema
+        );
+    }
+    Ok(())
 }
 
 fn summary_text(r: &BuildReport) -> String {

@@ -29,6 +29,18 @@ impl Bars {
     }
 }
 
+/// A counter of rows for work of unknown length (hidden when quiet).
+pub fn rows_bar(quiet: bool, what: &str) -> ProgressBar {
+    let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
+    let bar = ProgressBar::with_draw_target(None, target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}: {human_pos} rows, {per_sec}").expect("a valid template"),
+    );
+    bar.set_message(what.to_owned());
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
 impl Observer for Bars {
     fn stage(&self, name: &str) {
         tracing::info!(stage = name);

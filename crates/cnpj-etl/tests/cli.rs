@@ -470,3 +470,93 @@ fn a_synthetic_month_builds_with_exactly_the_planted_rejects_and_duplicates() {
     assert!(tables.contains(&("estabelecimentos".into(), 7200)), "{tables:?}");
     assert!(tables.contains(&("simples".into(), 4900)), "{tables:?}");
 }
+
+/// A new, empty database on the test cluster that `scripts/test` starts; its URL.
+fn pg_database() -> String {
+    let base = std::env::var("CNPJ_TEST_POSTGRES")
+        .expect("CNPJ_TEST_POSTGRES is not set: run the suite with scripts/test, which starts a throwaway Postgres");
+    let name = format!("cli_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls).unwrap();
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    format!("{base}/{name}")
+}
+
+/// `build --postgres` publishes into a fresh schema and swaps it in; the replaced one is kept for
+/// `rollback`; a publication that fails leaves the served schema alone and nothing half-built.
+#[test]
+fn postgres_build_swap_rollback_and_failed_publication() {
+    let url = pg_database();
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let schemas = |c: &mut postgres::Client| -> Vec<String> {
+        c.query("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'cnpj%' ORDER BY 1", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let served = |c: &mut postgres::Client| -> (String, i64) {
+        let month: String =
+            c.query_one("SELECT value FROM cnpj.metadata WHERE key = 'source_month'", &[]).unwrap().get(0);
+        let n: i64 = c.query_one("SELECT count(*) FROM cnpj.estabelecimentos", &[]).unwrap().get(0);
+        (month, n)
+    };
+    let input = sample_dump();
+    let run = etl(&["build", "--quiet", "--input", input.to_str().unwrap(), "--postgres", &url]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(schemas(&mut client), ["cnpj"]);
+    let first = served(&mut client);
+    assert_eq!(first, ("2026-09".to_owned(), 11));
+
+    let refused = etl(&["rollback", "--postgres", &url]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("nothing to roll back"));
+
+    // A second month: synthetic, published from a kept DuckDB file.
+    let dir = tempfile::tempdir().unwrap();
+    let synth = dir.path().join("synth");
+    let db = dir.path().join("second.duckdb");
+    let made = etl(&["synth", "--quiet", "--scale", "0.00002", "--month", "2026-10", "--out", synth.to_str().unwrap()]);
+    assert!(made.status.success());
+    let run = etl(&[
+        "build",
+        "--quiet",
+        "--input",
+        synth.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--postgres",
+        &url,
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(schemas(&mut client), ["cnpj", "cnpj_previous"]);
+    let second = served(&mut client);
+    assert_eq!(second.0, "2026-10");
+    // The trigram index serves a folded-name filter (seq scans off: the table is tiny here).
+    client.batch_execute("SET enable_seqscan = off").unwrap();
+    let plans: Vec<String> = client
+        .query("EXPLAIN SELECT cnpj FROM cnpj.estabelecimentos WHERE nome_fantasia_fold LIKE '%padaria%'", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(plans.iter().any(|l| l.contains("estabelecimentos_nome_fantasia_trgm")), "{plans:#?}");
+
+    // A dataset that cannot be copied (a column missing): the publication fails, nothing changes.
+    let broken = dir.path().join("broken.duckdb");
+    std::fs::copy(&db, &broken).unwrap();
+    duckdb::Connection::open(&broken)
+        .unwrap()
+        .execute_batch("DROP INDEX socios_cnpj_basico; ALTER TABLE socios DROP COLUMN pais")
+        .unwrap();
+    let failed = etl(&["publish", "--quiet", "--db", broken.to_str().unwrap(), "--postgres", &url]);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("socios"), "{}", String::from_utf8_lossy(&failed.stderr));
+    assert_eq!(schemas(&mut client), ["cnpj", "cnpj_previous"], "no half-built schema is left");
+    assert_eq!(served(&mut client), second);
+
+    let back = etl(&["rollback", "--postgres", &url]);
+    assert!(back.status.success(), "{}", String::from_utf8_lossy(&back.stderr));
+    assert_eq!(schemas(&mut client), ["cnpj"]);
+    assert_eq!(served(&mut client), first);
+}

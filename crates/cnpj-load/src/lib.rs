@@ -5,6 +5,7 @@
 
 mod batches;
 mod loader;
+pub mod postgres;
 
 pub use batches::{
     Batch, EmpresaBatch, EstabelecimentoBatch, LabelBatch, MunicipioBatch, Provenance, RegimeBatch, RejectBatch,

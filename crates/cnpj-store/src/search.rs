@@ -1,7 +1,8 @@
 //! Company search (contract §5): filters combined with AND, ordered by CNPJ, paginated.
 
 use cnpj_model::{CnpjQuery, fold};
-use duckdb::types::Value;
+
+use crate::backend::Dialect;
 
 /// Validated search filters; text filters are kept as given and folded here.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,70 +30,152 @@ pub struct SearchFilters {
     pub situacao: Option<String>,
 }
 
+/// `%term%` for LIKE, with LIKE's own characters escaped (`\` is Postgres' default escape).
+fn like_contains(term: &str) -> String {
+    let mut out = String::with_capacity(term.len() + 2);
+    out.push('%');
+    for c in term.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
 impl SearchFilters {
-    /// The WHERE clause and its parameters; `city_codes` resolves a city name to its codes.
-    pub(crate) fn sql(&self, city_codes: impl Fn(&str) -> Vec<String>) -> (String, Vec<Value>) {
+    /// The WHERE clause (with `$n` placeholders) and its parameters in `dialect`; `city_codes`
+    /// resolves a city name to its codes. The text filters differ by dialect only in form:
+    /// DuckDB scans with `contains`, Postgres matches `LIKE '%term%'` that its trigram indexes serve.
+    pub(crate) fn sql(&self, dialect: Dialect, city_codes: impl Fn(&str) -> Vec<String>) -> (String, Vec<String>) {
         let mut clauses: Vec<String> = Vec::new();
-        let mut params: Vec<Value> = Vec::new();
-        let mut eq = |clause: &str, value: &str| {
-            clauses.push(clause.to_owned());
-            params.push(Value::Text(value.to_owned()));
+        let mut params: Vec<String> = Vec::new();
+        // `clause` with `$` standing for the next parameter.
+        let mut eq = |clause: &str, value: String| {
+            params.push(value);
+            clauses.push(clause.replace('$', &format!("${}", params.len())));
         };
+        let pg = dialect == Dialect::Postgres;
         match &self.cnpj {
-            Some(CnpjQuery::Full(c)) => eq("e.cnpj = ?", c.as_str()),
-            Some(q @ CnpjQuery::Basico(_)) => eq("e.cnpj_basico = ?", q.basico()),
+            Some(CnpjQuery::Full(c)) => eq("e.cnpj = $", c.as_str().to_owned()),
+            Some(q @ CnpjQuery::Basico(_)) => eq("e.cnpj_basico = $", q.basico().to_owned()),
             None => {}
         }
         if let Some(v) = &self.business_sector {
-            eq("e.cnae_fiscal = ?", v);
+            eq("e.cnae_fiscal = $", v.clone());
         }
         if let Some(v) = &self.state {
-            eq("e.uf = ?", v);
+            eq("e.uf = $", v.clone());
         }
         if let Some(v) = &self.porte {
-            eq("c.porte_empresa = ?", v);
+            eq("c.porte_empresa = $", v.clone());
         }
+        let date = if pg { "CAST($::text AS DATE)" } else { "CAST($ AS DATE)" };
         if let Some(v) = &self.opening_from {
-            eq("e.data_inicio_atividade >= CAST(? AS DATE)", v);
+            eq(&format!("e.data_inicio_atividade >= {date}"), v.clone());
         }
         if let Some(v) = &self.opening_to {
-            eq("e.data_inicio_atividade <= CAST(? AS DATE)", v);
+            eq(&format!("e.data_inicio_atividade <= {date}"), v.clone());
         }
         if let Some(v) = &self.nature_code {
-            eq("c.natureza_juridica = ?", v);
+            eq("c.natureza_juridica = $", v.clone());
         }
         if let Some(v) = &self.situacao {
-            eq("e.situacao_cadastral = ?", v);
+            eq("e.situacao_cadastral = $", v.clone());
         }
         if let Some(v) = &self.zip_prefix {
-            eq("starts_with(e.cep, ?)", v);
+            if pg {
+                eq("e.cep LIKE $", format!("{}%", like_contains(v).trim_matches('%')));
+            } else {
+                eq("starts_with(e.cep, $)", v.clone());
+            }
         }
         if let Some(v) = &self.neighborhood {
-            eq("contains(e.bairro_fold, ?)", &fold(v));
+            if pg {
+                eq("e.bairro_fold LIKE $", like_contains(&fold(v)));
+            } else {
+                eq("contains(e.bairro_fold, $)", fold(v));
+            }
         }
         if let Some(v) = &self.trading_name {
-            let folded = fold(v);
-            clauses.push("(contains(e.nome_fantasia_fold, ?) OR contains(c.razao_social_fold, ?))".into());
-            params.push(Value::Text(folded.clone()));
-            params.push(Value::Text(folded));
+            if pg {
+                // Each side of the OR on its own trigram index; cnpj is unique, so the union is exact.
+                eq(
+                    "e.cnpj IN (SELECT cnpj FROM estabelecimentos WHERE nome_fantasia_fold LIKE $ \
+                     UNION SELECT x.cnpj FROM empresas y JOIN estabelecimentos x ON x.cnpj_basico = y.cnpj_basico \
+                     WHERE y.razao_social_fold LIKE $)",
+                    like_contains(&fold(v)),
+                );
+            } else {
+                eq("(contains(e.nome_fantasia_fold, $) OR contains(c.razao_social_fold, $))", fold(v));
+            }
         }
         match (&self.city_id, &self.city) {
-            (Some(id), _) => {
-                clauses.push("e.municipio = ?".into());
-                params.push(Value::Text(id.clone()));
-            }
+            (Some(id), _) => eq("e.municipio = $", id.clone()),
             (None, Some(name)) => {
                 let codes = city_codes(name);
                 if codes.is_empty() {
                     clauses.push("FALSE".into());
                 } else {
-                    clauses.push(format!("e.municipio IN ({})", vec!["?"; codes.len()].join(", ")));
-                    params.extend(codes.into_iter().map(Value::Text));
+                    let first = params.len();
+                    clauses.push(format!("e.municipio IN ({})", crate::placeholders(first, codes.len())));
+                    params.extend(codes);
                 }
             }
             (None, None) => {}
         }
         let clause = if clauses.is_empty() { String::new() } else { format!(" WHERE {}", clauses.join(" AND ")) };
         (clause, params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(filters: SearchFilters, dialect: Dialect, expected: (&str, &[&str])) {
+        let (clause, params) = filters.sql(dialect, |_| vec!["7107".into(), "6001".into()]);
+        assert_eq!((clause.as_str(), params.iter().map(String::as_str).collect::<Vec<_>>().as_slice()), expected);
+    }
+
+    #[test]
+    fn placeholders_number_every_parameter_once() {
+        let f = SearchFilters {
+            state: Some("SP".into()),
+            trading_name: Some("Açaí 100%".into()),
+            city: Some("São Paulo".into()),
+            ..Default::default()
+        };
+        check(
+            f.clone(),
+            Dialect::DuckDb,
+            (
+                " WHERE e.uf = $1 AND (contains(e.nome_fantasia_fold, $2) OR contains(c.razao_social_fold, $2)) \
+                 AND e.municipio IN ($3, $4)",
+                &["SP", "acai 100%", "7107", "6001"],
+            ),
+        );
+        let (clause, params) = f.sql(Dialect::Postgres, |_| vec!["7107".into()]);
+        assert!(clause.contains("nome_fantasia_fold LIKE $2") && clause.contains("razao_social_fold LIKE $2"));
+        assert!(clause.ends_with("e.municipio IN ($3)"), "{clause}");
+        assert_eq!(params, ["SP", "%acai 100\\%%", "7107"]);
+    }
+
+    #[test]
+    fn postgres_prefix_and_dates() {
+        let f = SearchFilters {
+            zip_prefix: Some("0131".into()),
+            opening_from: Some("2020-01-01".into()),
+            ..Default::default()
+        };
+        check(
+            f,
+            Dialect::Postgres,
+            (" WHERE e.data_inicio_atividade >= CAST($1::text AS DATE) AND e.cep LIKE $2", &["2020-01-01", "0131%"]),
+        );
+        let none = SearchFilters { city: Some("Nowhere".into()), ..Default::default() };
+        let (clause, params) = none.sql(Dialect::DuckDb, |_| Vec::new());
+        assert_eq!((clause.as_str(), params.len()), (" WHERE FALSE", 0));
     }
 }

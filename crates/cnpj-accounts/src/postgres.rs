@@ -1,0 +1,201 @@
+//! The accounts store in Postgres, shared by API replicas: row locks make charges atomic across
+//! processes, and a per-user advisory lock serialises the rate-limit count.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use postgres::{Client, NoTls};
+
+use crate::{AccountsError, Insufficient, PREFIX_LEN, TokenInfo, User, hash, new_token, now};
+
+const SCHEMA: &str = include_str!("../../../sql/postgres/accounts.sql");
+
+pub(crate) struct Pg {
+    url: String,
+    pool: Mutex<Vec<Client>>,
+}
+
+fn user(row: &postgres::Row) -> User {
+    User { id: row.get(0), name: row.get(1), credits: row.get(2) }
+}
+
+impl Pg {
+    pub(crate) fn open(url: &str) -> Result<Pg, AccountsError> {
+        let pg = Pg { url: url.to_owned(), pool: Mutex::new(Vec::new()) };
+        let mut client = pg.connect()?;
+        // Replicas may start together: create the schema under a lock.
+        let mut tx = client.transaction()?;
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext('cnpj_accounts'))", &[])?;
+        tx.batch_execute(SCHEMA)?;
+        tx.commit()?;
+        pg.pool.lock().unwrap_or_else(PoisonError::into_inner).push(client);
+        Ok(pg)
+    }
+
+    fn connect(&self) -> Result<Client, AccountsError> {
+        let mut client = Client::connect(&self.url, NoTls)?;
+        client.batch_execute("SET search_path TO cnpj_accounts")?;
+        Ok(client)
+    }
+
+    /// Runs `f` on a pooled connection (a broken one is not returned to the pool).
+    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, AccountsError>) -> Result<T, AccountsError> {
+        let pooled = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let mut client = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let result = f(&mut client);
+        if !client.is_closed() {
+            self.pool.lock().unwrap_or_else(PoisonError::into_inner).push(client);
+        }
+        result
+    }
+
+    fn user_by_name(client: &mut impl postgres::GenericClient, name: &str) -> Result<User, AccountsError> {
+        client
+            .query_opt("SELECT id, name, credits FROM users WHERE name = $1", &[&name])?
+            .map(|r| user(&r))
+            .ok_or_else(|| AccountsError::UnknownUser(name.to_owned()))
+    }
+
+    pub(crate) fn create_user(&self, name: &str, credits: i64) -> Result<User, AccountsError> {
+        self.with(|c| {
+            c.query_opt(
+                "INSERT INTO users (name, credits, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING \
+                 RETURNING id, name, credits",
+                &[&name, &credits, &now()],
+            )?
+            .map(|r| user(&r))
+            .ok_or_else(|| AccountsError::UserExists(name.to_owned()))
+        })
+    }
+
+    pub(crate) fn issue_token(&self, name: &str, expires_in_days: Option<u32>) -> Result<String, AccountsError> {
+        let token = new_token()?;
+        self.with(|c| {
+            let u = Self::user_by_name(c, name)?;
+            let created = now();
+            let expires = expires_in_days.map(|d| created + i64::from(d) * 86_400);
+            c.execute(
+                "INSERT INTO tokens (prefix, hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
+                &[&&token[..PREFIX_LEN], &hash(&token), &u.id, &created, &expires],
+            )?;
+            Ok(())
+        })?;
+        Ok(token)
+    }
+
+    pub(crate) fn revoke_token(&self, prefix: &str) -> Result<(), AccountsError> {
+        let changed = self.with(|c| {
+            Ok(c.execute(
+                "UPDATE tokens SET revoked_at = coalesce(revoked_at, $1) WHERE prefix = $2",
+                &[&now(), &prefix],
+            )?)
+        })?;
+        if changed == 0 { Err(AccountsError::UnknownToken(prefix.to_owned())) } else { Ok(()) }
+    }
+
+    pub(crate) fn grant(&self, name: &str, credits: i64) -> Result<User, AccountsError> {
+        self.with(|c| {
+            c.query_opt(
+                "UPDATE users SET credits = greatest(0, credits + $1) WHERE name = $2 RETURNING id, name, credits",
+                &[&credits, &name],
+            )?
+            .map(|r| user(&r))
+            .ok_or_else(|| AccountsError::UnknownUser(name.to_owned()))
+        })
+    }
+
+    pub(crate) fn show(&self, name: &str) -> Result<(User, Vec<TokenInfo>, i64), AccountsError> {
+        self.with(|c| {
+            let u = Self::user_by_name(c, name)?;
+            let tokens = c
+                .query(
+                    "SELECT prefix, created_at, expires_at, revoked_at FROM tokens WHERE user_id = $1 \
+                     ORDER BY created_at, prefix",
+                    &[&u.id],
+                )?
+                .iter()
+                .map(|r| TokenInfo {
+                    prefix: r.get(0),
+                    created_at: r.get(1),
+                    expires_at: r.get(2),
+                    revoked_at: r.get(3),
+                })
+                .collect();
+            let used: i64 =
+                c.query_one("SELECT coalesce(sum(amount), 0)::bigint FROM debits WHERE user_id = $1", &[&u.id])?.get(0);
+            Ok((u, tokens, used))
+        })
+    }
+
+    pub(crate) fn authenticate(&self, token: &str) -> Result<Option<User>, AccountsError> {
+        self.with(|c| {
+            Ok(c.query_opt(
+                "SELECT u.id, u.name, u.credits FROM tokens t JOIN users u ON u.id = t.user_id \
+                 WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)",
+                &[&hash(token), &now()],
+            )?
+            .map(|r| user(&r)))
+        })
+    }
+
+    pub(crate) fn charge(
+        &self,
+        user_id: i64,
+        amount: i64,
+        what: &str,
+    ) -> Result<Result<i64, Insufficient>, AccountsError> {
+        self.with(|c| {
+            if amount <= 0 {
+                return Ok(Ok(c.query_one("SELECT credits FROM users WHERE id = $1", &[&user_id])?.get(0)));
+            }
+            let mut tx = c.transaction()?;
+            // The row lock taken by the UPDATE serialises concurrent charges of one user across replicas.
+            let charged = tx.query_opt(
+                "UPDATE users SET credits = credits - $1 WHERE id = $2 AND credits >= $1 RETURNING credits",
+                &[&amount, &user_id],
+            )?;
+            let Some(row) = charged else {
+                let balance: i64 = tx.query_one("SELECT credits FROM users WHERE id = $1", &[&user_id])?.get(0);
+                return Ok(Err(Insufficient { balance }));
+            };
+            tx.execute(
+                "INSERT INTO debits (user_id, amount, at, what) VALUES ($1, $2, $3, $4)",
+                &[&user_id, &amount, &now(), &what],
+            )?;
+            tx.commit()?;
+            Ok(Ok(row.get(0)))
+        })
+    }
+
+    pub(crate) fn rate_check(
+        &self,
+        user_id: i64,
+        limit: u32,
+        window: Duration,
+    ) -> Result<Result<u32, u64>, AccountsError> {
+        let seconds = window.as_secs_f64();
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock(7734, $1::int)", &[&(user_id as i32)])?;
+            tx.execute(
+                "DELETE FROM rate_hits WHERE user_id = $1 AND at <= clock_timestamp() - make_interval(secs => $2)",
+                &[&user_id, &seconds],
+            )?;
+            let row = tx.query_one(
+                "SELECT count(*), coalesce(extract(epoch FROM min(at) + make_interval(secs => $2) - clock_timestamp()), 0)::float8 \
+                 FROM rate_hits WHERE user_id = $1",
+                &[&user_id, &seconds],
+            )?;
+            let (count, wait): (i64, f64) = (row.get(0), row.get(1));
+            if count >= i64::from(limit) {
+                return Ok(Err(wait.ceil().max(1.0) as u64));
+            }
+            tx.execute("INSERT INTO rate_hits (user_id, at) VALUES ($1, clock_timestamp())", &[&user_id])?;
+            tx.commit()?;
+            Ok(Ok(limit - count as u32 - 1))
+        })
+    }
+}

@@ -1,0 +1,169 @@
+//! Where a dataset lives (a DuckDB file or a Postgres schema) behind one narrow interface: text
+//! rows from parameterised SQL, on connections borrowed from a small pool.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+use duckdb::{AccessMode, Config};
+
+use crate::StoreError;
+
+/// A dataset to open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A DuckDB file built by `cnpj-etl build --db`, opened read-only.
+    DuckDb(PathBuf),
+    /// A schema published by `cnpj-etl build --postgres`.
+    Postgres { url: String, schema: String },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::DuckDb(path) => write!(f, "{}", path.display()),
+            // The URL may carry a password: name the schema only.
+            Source::Postgres { schema, .. } => write!(f, "Postgres schema {schema}"),
+        }
+    }
+}
+
+/// The SQL dialect a query is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    DuckDb,
+    Postgres,
+}
+
+/// A result row, every column as text (`NULL` as `None`).
+pub(crate) type TextRow = Vec<Option<String>>;
+
+struct PgConn {
+    client: postgres::Client,
+    statements: HashMap<String, postgres::Statement>,
+}
+
+enum Conn {
+    DuckDb(duckdb::Connection),
+    Postgres(Box<PgConn>),
+}
+
+pub(crate) struct Backend {
+    dialect: Dialect,
+    source: Source,
+    /// DuckDB: the connection others are cloned from.
+    primary: Option<Mutex<duckdb::Connection>>,
+    pool: Mutex<Vec<Conn>>,
+}
+
+impl Backend {
+    pub(crate) fn open(source: &Source) -> Result<Backend, StoreError> {
+        let open_err = |source_: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
+            dataset: source.to_string(),
+            error: source_.to_string(),
+        };
+        match source {
+            Source::DuckDb(path) => {
+                if !path.is_file() {
+                    return Err(open_err("no such file".into()));
+                }
+                let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(|e| open_err(e.into()))?;
+                let conn = duckdb::Connection::open_with_flags(path, config).map_err(|e| open_err(e.into()))?;
+                // Point lookups and small scans: one thread per query; concurrency comes from the pool.
+                conn.execute_batch("SET threads = 1").map_err(|e| open_err(e.into()))?;
+                Ok(Backend {
+                    dialect: Dialect::DuckDb,
+                    source: source.clone(),
+                    primary: Some(Mutex::new(conn)),
+                    pool: Mutex::new(Vec::new()),
+                })
+            }
+            Source::Postgres { .. } => {
+                let backend = Backend {
+                    dialect: Dialect::Postgres,
+                    source: source.clone(),
+                    primary: None,
+                    pool: Mutex::new(Vec::new()),
+                };
+                let conn = backend.connect().map_err(|e| open_err(e.to_string().into()))?;
+                backend.pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+                Ok(backend)
+            }
+        }
+    }
+
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn connect(&self) -> Result<Conn, StoreError> {
+        let err = |e: &dyn fmt::Display| StoreError::Query { context: "connecting", error: e.to_string() };
+        match &self.source {
+            Source::DuckDb(_) => {
+                let primary = self.primary.as_ref().expect("DuckDB backends keep a primary connection");
+                let conn = primary.lock().unwrap_or_else(PoisonError::into_inner).try_clone().map_err(|e| err(&e))?;
+                Ok(Conn::DuckDb(conn))
+            }
+            Source::Postgres { url, schema } => {
+                let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|e| err(&e))?;
+                // Names resolve in the served schema; a swap (schema rename) re-plans cached statements.
+                client
+                    .batch_execute(&format!(
+                        "SET search_path TO \"{schema}\"; SET default_transaction_read_only = on; SET DateStyle = ISO"
+                    ))
+                    .map_err(|e| err(&e))?;
+                Ok(Conn::Postgres(Box::new(PgConn { client, statements: HashMap::new() })))
+            }
+        }
+    }
+
+    /// Runs `sql` with text parameters (`$1`, `$2`, …) on a pooled connection.
+    pub(crate) fn rows(&self, context: &'static str, sql: &str, params: &[String]) -> Result<Vec<TextRow>, StoreError> {
+        let pooled = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let err = |e: &dyn fmt::Display| StoreError::Query { context, error: e.to_string() };
+        let result = match &mut conn {
+            Conn::DuckDb(c) => duck_rows(c, sql, params).map_err(|e| err(&e)),
+            Conn::Postgres(c) => pg_rows(c, sql, params).map_err(|e| err(&e)),
+        };
+        let broken = matches!(&conn, Conn::Postgres(c) if c.client.is_closed());
+        if !broken {
+            self.pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+        }
+        result
+    }
+}
+
+fn duck_rows(conn: &duckdb::Connection, sql: &str, params: &[String]) -> duckdb::Result<Vec<TextRow>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(duckdb::params_from_iter(params))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let n = row.as_ref().column_count();
+        out.push((0..n).map(|i| row.get::<_, Option<String>>(i)).collect::<duckdb::Result<_>>()?);
+    }
+    Ok(out)
+}
+
+fn pg_rows(conn: &mut PgConn, sql: &str, params: &[String]) -> Result<Vec<TextRow>, postgres::Error> {
+    let stmt = match conn.statements.get(sql) {
+        Some(s) => s.clone(),
+        None => {
+            if conn.statements.len() >= 256 {
+                // Search SQL varies with its filters: keep the cache bounded.
+                conn.statements.clear();
+            }
+            let s = conn.client.prepare(sql)?;
+            conn.statements.insert(sql.to_owned(), s.clone());
+            s
+        }
+    };
+    let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+        params.iter().map(|p| p as &(dyn postgres::types::ToSql + Sync)).collect();
+    let rows = conn.client.query(&stmt, &params)?;
+    rows.iter().map(|r| (0..r.len()).map(|i| r.try_get::<_, Option<String>>(i)).collect()).collect()
+}

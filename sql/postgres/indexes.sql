@@ -1,0 +1,31 @@
+-- Constraints and indexes of a Postgres registry dataset, created after the COPY (one pass over
+-- each table instead of one insert per row), then ANALYZE. Each contract §5 filter has an index:
+-- equality filters are paired with cnpj so that a page in CNPJ order can be read off the index;
+-- the folded text filters use trigram GIN indexes (pg_trgm), which serve `LIKE '%term%'`.
+-- The plans, as EXPLAIN prints them, are in docs/postgres-plans.md.
+
+ALTER TABLE estabelecimentos ADD PRIMARY KEY (cnpj);
+ALTER TABLE empresas ADD PRIMARY KEY (cnpj_basico);
+ALTER TABLE simples ADD PRIMARY KEY (cnpj_basico);
+ALTER TABLE labels ADD PRIMARY KEY (tabela, codigo, locale);
+ALTER TABLE municipios ADD PRIMARY KEY (code);
+ALTER TABLE source_files ADD PRIMARY KEY (id);
+ALTER TABLE metadata ADD PRIMARY KEY (key);
+
+CREATE INDEX estabelecimentos_basico ON estabelecimentos (cnpj_basico, cnpj_ordem);
+CREATE INDEX socios_basico ON socios (cnpj_basico);
+CREATE INDEX regimes_tributarios_basico ON regimes_tributarios (cnpj_basico, ano DESC, seq);
+
+-- Search filters (contract §5).
+CREATE INDEX estabelecimentos_cnae ON estabelecimentos (cnae_fiscal, cnpj);
+CREATE INDEX estabelecimentos_uf ON estabelecimentos (uf, cnpj);
+CREATE INDEX estabelecimentos_municipio ON estabelecimentos (municipio, cnpj);
+CREATE INDEX estabelecimentos_situacao ON estabelecimentos (situacao_cadastral, cnpj);
+CREATE INDEX estabelecimentos_inicio ON estabelecimentos (data_inicio_atividade);
+-- COLLATE "C" text: a btree serves the prefix match `cep LIKE '01310%'`.
+CREATE INDEX estabelecimentos_cep ON estabelecimentos (cep);
+CREATE INDEX estabelecimentos_bairro_trgm ON estabelecimentos USING gin (bairro_fold gin_trgm_ops);
+CREATE INDEX estabelecimentos_nome_fantasia_trgm ON estabelecimentos USING gin (nome_fantasia_fold gin_trgm_ops);
+CREATE INDEX empresas_razao_social_trgm ON empresas USING gin (razao_social_fold gin_trgm_ops);
+CREATE INDEX empresas_porte ON empresas (porte_empresa);
+CREATE INDEX empresas_natureza ON empresas (natureza_juridica);
