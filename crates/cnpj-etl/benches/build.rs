@@ -5,8 +5,11 @@
 //!   (the SQL a data engineer writes in an afternoon), extraction included;
 //! - `cnpj-etl build`: wall time, CPU time, peak RSS, dataset size, rows/s and MB/s of CSV;
 //!
-//! and prints a Markdown table with ratios. Run: `cargo bench -p cnpj-etl --bench build` with
-//! `CNPJ_BENCH_SCALES=0.01,0.03,0.1` (default `0.001`); `CNPJ_BENCH_DIR` keeps the data there.
+//! and prints a Markdown table with ratios. With `CNPJ_BENCH_POSTGRES` (a database URL; or
+//! `CNPJ_TEST_POSTGRES`, the server that `scripts/with-postgres` starts), a second table gives the
+//! Postgres load of the same dataset (`cnpj-etl publish`): time, rows/s, peak RSS, size on disk.
+//! Run: `cargo bench -p cnpj-etl --bench build` with `CNPJ_BENCH_SCALES=0.01,0.03,0.1` (default
+//! `0.001`); `CNPJ_BENCH_DIR` keeps the data there.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -126,6 +129,10 @@ fn main() {
         "| scale | rows | CSV MB | floor s | naive s | ours s | ours CPU s | ours peak RSS MB | dataset MB | rows/s | CSV MB/s | ours / naive | ours / floor |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let postgres = std::env::var("CNPJ_BENCH_POSTGRES")
+        .ok()
+        .or_else(|| std::env::var("CNPJ_TEST_POSTGRES").ok().map(|server| format!("{server}/postgres")));
+    let mut pg_lines = Vec::new();
     for scale in scales {
         let dir = root.join(format!("scale-{scale}"));
         let opts = cnpj_synth::SynthOptions::new(scale, &dir);
@@ -150,5 +157,48 @@ fn main() {
             wall.as_secs_f64() / naive_time.as_secs_f64(),
             wall.as_secs_f64() / floor_time.as_secs_f64(),
         );
+        if let Some(url) = &postgres {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
+            cmd.args(["publish", "--quiet", "--schema", "bench", "--postgres", url, "--db"]).arg(&db);
+            let (pg_wall, pg_cpu, pg_rss) = measure_child(cmd);
+            let mut client = postgres::Client::connect(url, postgres::NoTls).expect("Postgres answers");
+            let size: i64 = client
+                .query_one(
+                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'bench' AND c.relkind = 'r'",
+                    &[],
+                )
+                .expect("the schema's size")
+                .get(0);
+            let loaded: i64 = client
+                .query_one(
+                    "SELECT (SELECT count(*) FROM bench.empresas) + (SELECT count(*) FROM bench.estabelecimentos) \
+                     + (SELECT count(*) FROM bench.socios) + (SELECT count(*) FROM bench.simples)",
+                    &[],
+                )
+                .expect("the loaded rows")
+                .get(0);
+            client.batch_execute("DROP SCHEMA IF EXISTS bench_previous CASCADE").expect("cleaning up");
+            pg_lines.push(format!(
+                "| {scale} | {loaded} | {:.1} | {:.0} | {:.1} | {pg_cpu:.1} | {:.0} | {:.0} | {:.0} | {:.1} |",
+                wall.as_secs_f64(),
+                dir_size(&db) as f64 / 1e6,
+                pg_wall.as_secs_f64(),
+                pg_rss as f64 / 1e6,
+                loaded as f64 / pg_wall.as_secs_f64(),
+                size as f64 / 1e6,
+                wall.as_secs_f64() + pg_wall.as_secs_f64(),
+            ));
+        }
+    }
+    if !pg_lines.is_empty() {
+        println!("\nPostgres load of the same dataset (`cnpj-etl publish`: binary COPY, indexes, ANALYZE, swap)\n");
+        println!(
+            "| scale | rows loaded | DuckDB build s | DuckDB MB | Postgres load s | load CPU s (client) | load peak RSS MB | rows/s | Postgres MB | build + load s |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        for line in pg_lines {
+            println!("{line}");
+        }
     }
 }
