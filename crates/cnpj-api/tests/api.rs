@@ -755,3 +755,15 @@ fn postgres_publication_swap_and_rollback() {
     let err = cnpj_load::postgres::rollback(&url, "cnpj").unwrap_err();
     assert!(matches!(err, cnpj_load::postgres::PublishError::NoPrevious(_)), "{err}");
 }
+
+/// Reference data in the three locales, as served (insta snapshots, reviewed by hand).
+#[test]
+fn reference_data_in_three_locales() {
+    let s = Server::start(&[]);
+    let token = s.user("rita", 0);
+    for locale in ["pt-br", "en", "es"] {
+        let r = get(&s, &format!("/api/v1/reference-data?locale={locale}"), &token);
+        assert_eq!(r.status, 200);
+        insta::assert_json_snapshot!(format!("reference_data_{locale}"), r.body);
+    }
+}

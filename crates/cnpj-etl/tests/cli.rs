@@ -560,3 +560,53 @@ fn postgres_build_swap_rollback_and_failed_publication() {
     assert_eq!(schemas(&mut client), ["cnpj"]);
     assert_eq!(served(&mut client), first);
 }
+
+/// Every code of the month's lookup tables (the real extract's and the sample dump's) has a label
+/// in every locale, and the en/es labels are translations: never empty, never the Portuguese text
+/// itself, but for the proper nouns and acronyms listed here.
+#[test]
+fn every_lookup_code_is_labelled_in_every_locale() {
+    /// (locale, table, code) whose label is rightly the Portuguese one.
+    const SAME_AS_PT: &[(&str, &str, &str)] = &[
+        ("en", "cnaes", "6201502"), // "Web design"
+        ("en", "cnaes", "7410201"), // "Design"
+    ];
+    let mut inputs = vec![sample_dump()];
+    let real = root().join("../shared/rfb/samples/real-extract-2026");
+    if real.is_dir() {
+        inputs.push(real);
+    }
+    for input in inputs {
+        let built = build(&input);
+        assert_eq!(built.report["untranslated"], serde_json::json!([]), "{}", input.display());
+        let rows = query(&built.db, "SELECT tabela, codigo, locale, descricao FROM labels ORDER BY ALL");
+        let mut by_code: std::collections::BTreeMap<(String, String), Vec<(String, String)>> = Default::default();
+        for row in rows {
+            by_code.entry((row[0].clone(), row[1].clone())).or_default().push((row[2].clone(), row[3].clone()));
+        }
+        let mut problems = Vec::new();
+        for ((table, code), labels) in &by_code {
+            let locales: Vec<&str> = labels.iter().map(|(l, _)| l.as_str()).collect();
+            if locales != ["en", "es", "pt-br"] {
+                problems.push(format!("{table} {code}: locales {locales:?}"));
+                continue;
+            }
+            let pt = &labels[2].1;
+            for (locale, label) in &labels[..2] {
+                if label.is_empty() {
+                    problems.push(format!("{table} {code} {locale}: empty"));
+                } else if label == pt && !SAME_AS_PT.contains(&(locale.as_str(), table.as_str(), code.as_str())) {
+                    problems.push(format!("{table} {code} {locale}: same as pt-br {pt:?}"));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}:\n{}", input.display(), problems.join("\n"));
+        let count = |table: &str| by_code.keys().filter(|(t, _)| t == table).count();
+        assert_eq!(
+            [count("cnaes"), count("naturezas"), count("qualificacoes"), count("motivos"), count("paises")],
+            [1359, 91, 68, 63, 255],
+            "{}",
+            input.display()
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! Labels of every code the API returns, in pt-br, en and es (contract §3).
 //!
-//! pt-br comes from the month's lookup tables (cleaned); en and es come from the project's label
-//! files under `data/labels/`, compiled in. Fixed domains (statuses, sizes, regimes, partner types,
+//! pt-br comes from the month's lookup tables (cleaned; `data/labels/pt-br/cnaes.tsv` corrects an
+//! obvious typo of the RFB text); en and es come from the project's label files under
+//! `data/labels/`, compiled in. Fixed domains (statuses, sizes, regimes, partner types,
 //! age bands, head office/branch) have project files in all three locales. A month code without
 //! an en/es label falls back to pt-br and is reported as untranslated.
 
@@ -54,6 +55,7 @@ label_files!(
     "pt-br" / "matriz_filial",
     "en" / "matriz_filial",
     "es" / "matriz_filial",
+    "pt-br" / "cnaes",
     "en" / "cnaes",
     "es" / "cnaes",
     "en" / "naturezas",
@@ -108,24 +110,21 @@ impl LabelSet {
         let mut set = LabelSet { rows: fixed_domains(), untranslated: Vec::new() };
         for (kind, rows) in lookups {
             let table = kind.name();
+            let fixes: HashMap<&str, &str> = translations(table, Locale::PtBr).into_iter().collect();
             let others: Vec<(Locale, HashMap<&str, &str>)> = [Locale::En, Locale::Es]
                 .into_iter()
                 .map(|l| (l, translations(table, l).into_iter().collect()))
                 .collect();
             let mut seen = std::collections::HashSet::new();
             for row in rows.iter().filter(|r| seen.insert(r.code.as_str())) {
-                set.rows.push(LabelRow {
-                    table,
-                    code: row.code.clone(),
-                    locale: Locale::PtBr,
-                    label: row.label.clone(),
-                });
+                let pt = fixes.get(row.code.as_str()).map_or_else(|| row.label.clone(), |fixed| (*fixed).to_owned());
+                set.rows.push(LabelRow { table, code: row.code.clone(), locale: Locale::PtBr, label: pt.clone() });
                 for (locale, map) in &others {
                     let label = match map.get(row.code.as_str()) {
                         Some(label) if !label.is_empty() => (*label).to_owned(),
                         _ => {
                             set.untranslated.push(Untranslated { table, code: row.code.clone(), locale: *locale });
-                            row.label.clone()
+                            pt.clone()
                         }
                     };
                     set.rows.push(LabelRow { table, code: row.code.clone(), locale: *locale, label });
@@ -163,7 +162,7 @@ mod tests {
             let mut lines = text.lines().skip_while(|l| l.starts_with("# "));
             assert_eq!(lines.next(), Some("code\tlabel"), "{locale}/{table}: header");
             let mut previous: Option<&str> = None;
-            for line in lines {
+            for line in lines.filter(|l| !l.starts_with("# ")) {
                 let (code, label) = line.split_once('\t').unwrap_or_else(|| panic!("{locale}/{table}: {line:?}"));
                 assert!(!code.is_empty() && !label.is_empty() && !label.contains('\t'), "{locale}/{table}: {line:?}");
                 assert_eq!(label, label.trim(), "{locale}/{table}: {line:?}");
@@ -196,6 +195,12 @@ mod tests {
             ],
         )];
         let set = LabelSet::build(&month);
+        let typo = LabelSet::build(&[(
+            FileKind::Cnaes,
+            vec![LookupRow { code: "8888888".into(), label: "Atividade Econônica não informada".into() }],
+        )]);
+        let pt = typo.rows.iter().find(|r| r.code == "8888888" && r.locale == Locale::PtBr).unwrap();
+        assert_eq!(pt.label, "Atividade Econômica não informada", "the typo is corrected");
         let z9: Vec<_> = set.rows.iter().filter(|r| r.code == "Z9").map(|r| (r.locale, r.label.as_str())).collect();
         assert_eq!(z9, vec![(Locale::PtBr, "NOVO MOTIVO"), (Locale::En, "NOVO MOTIVO"), (Locale::Es, "NOVO MOTIVO")]);
         assert!(set.untranslated.contains(&Untranslated { table: "motivos", code: "Z9".into(), locale: Locale::En }));
