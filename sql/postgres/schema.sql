@@ -2,7 +2,8 @@
 -- session's search_path) and filled by binary COPY from the built DuckDB dataset; see
 -- crates/cnpj-load/src/postgres.rs. Same columns and values as sql/duckdb/transform.sql.
 -- Text is compared and sorted byte-wise (COLLATE "C"), as DuckDB does, so that every ORDER BY
--- of the API gives the same order on both backends.
+-- of the API gives the same order on both backends. Autovacuum is off while the tables are
+-- loaded (the publication runs VACUUM (FREEZE, ANALYZE) itself, then turns it back on).
 
 CREATE UNLOGGED TABLE empresas (
     cnpj_basico text COLLATE "C" NOT NULL,
@@ -15,7 +16,7 @@ CREATE UNLOGGED TABLE empresas (
     ente_federativo_responsavel text COLLATE "C" NOT NULL,
     source_file integer NOT NULL,
     seq bigint NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE estabelecimentos (
     cnpj text COLLATE "C" NOT NULL,
@@ -54,7 +55,7 @@ CREATE UNLOGGED TABLE estabelecimentos (
     telefone_formatado text COLLATE "C" NOT NULL,
     source_file integer NOT NULL,
     seq bigint NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE socios (
     cnpj_basico text COLLATE "C" NOT NULL,
@@ -70,7 +71,7 @@ CREATE UNLOGGED TABLE socios (
     faixa_etaria text COLLATE "C" NOT NULL,
     source_file integer NOT NULL,
     seq bigint NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE simples (
     cnpj_basico text COLLATE "C" NOT NULL,
@@ -82,7 +83,7 @@ CREATE UNLOGGED TABLE simples (
     data_exclusao_mei date,
     source_file integer NOT NULL,
     seq bigint NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE regimes_tributarios (
     cnpj_basico text COLLATE "C" NOT NULL,
@@ -91,28 +92,28 @@ CREATE UNLOGGED TABLE regimes_tributarios (
     regime text COLLATE "C" NOT NULL,
     source_file integer NOT NULL,
     seq bigint NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE labels (
     tabela text COLLATE "C" NOT NULL,
     codigo text COLLATE "C" NOT NULL,
     locale text COLLATE "C" NOT NULL,
     descricao text COLLATE "C" NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE municipios (
     code text COLLATE "C" NOT NULL,
     name text COLLATE "C" NOT NULL,
     uf text COLLATE "C" NOT NULL,
     ibge text COLLATE "C"
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE rejects (
     source_file integer NOT NULL,
     line bigint NOT NULL,
     reason text COLLATE "C" NOT NULL,
     record text COLLATE "C" NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE duplicates (
     tabela text COLLATE "C" NOT NULL,
@@ -120,7 +121,7 @@ CREATE UNLOGGED TABLE duplicates (
     source_file integer NOT NULL,
     seq bigint NOT NULL,
     differs_from_winner boolean NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE source_files (
     id integer NOT NULL,
@@ -132,9 +133,9 @@ CREATE UNLOGGED TABLE source_files (
     duplicates bigint NOT NULL,
     duplicates_differing bigint NOT NULL,
     rows_rejected bigint NOT NULL
-);
+) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE metadata (
     key text COLLATE "C" NOT NULL,
     value text COLLATE "C" NOT NULL
-);
+) WITH (autovacuum_enabled = false);

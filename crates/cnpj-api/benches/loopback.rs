@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
-//! (a file of CNPJs to look up, one per line)).
+//! (a file of CNPJs to look up, one per line), `CNPJ_BENCH_POSTGRES` (a database URL: the dataset
+//! is published there, schema `bench_api`, and served from Postgres)).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -120,11 +121,18 @@ fn main() {
     };
     api(&["accounts", "create-user", "bench", "--credits", "1000000000000"]);
     let token = api(&["accounts", "issue-token", "bench"]);
+    let dataset: Vec<std::ffi::OsString> = match std::env::var("CNPJ_BENCH_POSTGRES") {
+        Ok(url) => {
+            cnpj_load::postgres::publish(&db, &url, "bench_api", 2, &|_| {}).expect("the dataset is published");
+            vec!["--postgres".into(), url.into(), "--schema".into(), "bench_api".into()]
+        }
+        Err(_) => vec!["--db".into(), db.clone().into()],
+    };
     let mut server = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
         .arg("--accounts")
         .arg(&accounts)
-        .args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "4000000000", "--db"])
-        .arg(&db)
+        .args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "4000000000"])
+        .args(dataset)
         .env("RUST_LOG", "error")
         .stdout(Stdio::piped())
         .spawn()

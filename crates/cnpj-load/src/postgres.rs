@@ -2,6 +2,7 @@
 //! tables (`sql/postgres/schema.sql`), filled by parallel binary COPY streams, then made LOGGED,
 //! indexed (`sql/postgres/indexes.sql`), analysed and swapped in by renames inside one transaction.
 //! The schema it replaces is kept as `<schema>_previous` for one rollback.
+//! (Autovacuum stays off on the new tables until the publication has vacuumed them itself.)
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -187,20 +188,33 @@ fn fill(
         .map_err(pg("recording the publication"))?;
     let logged: String = TABLES.iter().map(|t| format!("ALTER TABLE {building}.{t} SET LOGGED;")).collect();
     admin.batch_execute(&logged).map_err(pg("making the tables LOGGED"))?;
-    create_indexes(url, building, streams)?;
-    let tables: Vec<String> = TABLES.iter().map(|t| format!("{building}.{t}")).collect();
-    admin.batch_execute(&format!("ANALYZE {}; RESET search_path", tables.join(", "))).map_err(pg("ANALYZE"))?;
-    Ok(counts)
-}
-
-/// Runs the statements of `sql/postgres/indexes.sql` on `streams` connections at once.
-fn create_indexes(url: &str, building: &str, streams: usize) -> Result<(), PublishError> {
-    let statements: Vec<String> = INDEXES
+    let indexes: Vec<Vec<String>> = INDEXES
         .split(';')
         .map(|s| s.lines().filter(|l| !l.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n"))
         .filter(|s| !s.trim().is_empty())
+        .map(|s| vec![s])
         .collect();
-    let queue = Mutex::new(statements.into_iter());
+    run_parallel(url, building, streams, indexes)?;
+    // A bulk-loaded table is vacuumed once here (visibility map for index-only scans, tuples frozen,
+    // statistics), rather than by autovacuum at some later hour.
+    let vacuums = TABLES
+        .iter()
+        .map(|t| {
+            vec![
+                format!("VACUUM (FREEZE, ANALYZE) {building}.{t}"),
+                format!("ALTER TABLE {building}.{t} RESET (autovacuum_enabled)"),
+            ]
+        })
+        .collect();
+    run_parallel(url, building, streams, vacuums)?;
+    admin.batch_execute("RESET search_path").map_err(pg("resetting the search path"))?;
+    Ok(counts)
+}
+
+/// Runs groups of statements on `streams` connections at once; a group's statements run in order,
+/// each on its own (VACUUM cannot share a transaction).
+fn run_parallel(url: &str, building: &str, streams: usize, groups: Vec<Vec<String>>) -> Result<(), PublishError> {
+    let queue = Mutex::new(groups.into_iter());
     let results: Vec<Result<(), PublishError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..streams)
             .map(|_| {
@@ -210,16 +224,18 @@ fn create_indexes(url: &str, building: &str, streams: usize) -> Result<(), Publi
                         .batch_execute(&format!(
                             "SET search_path TO {building}, public; SET maintenance_work_mem = '256MB'"
                         ))
-                        .map_err(pg("preparing an index connection"))?;
+                        .map_err(pg("preparing a connection"))?;
                     loop {
                         let next = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next();
-                        let Some(statement) = next else { return Ok(()) };
-                        client.batch_execute(&statement).map_err(pg(format!("running {}", statement.trim())))?;
+                        let Some(group) = next else { return Ok(()) };
+                        for statement in group {
+                            client.batch_execute(&statement).map_err(pg(format!("running {}", statement.trim())))?;
+                        }
                     }
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("an index thread panicked")).collect()
+        handles.into_iter().map(|h| h.join().expect("a statement thread panicked")).collect()
     });
     results.into_iter().collect()
 }
