@@ -1,7 +1,7 @@
 //! The accounts store in Postgres, shared by API replicas: row locks make charges atomic across
 //! processes, and a per-user advisory lock serialises the rate-limit count.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use postgres::{Client, NoTls};
@@ -10,9 +10,14 @@ use crate::{AccountsError, Insufficient, PREFIX_LEN, TokenInfo, User, hash, new_
 
 const SCHEMA: &str = include_str!("../../../sql/postgres/accounts.sql");
 
+/// Connections open at most per process; more concurrent calls wait for one to be free.
+const MAX_CONNECTIONS: usize = 8;
+
 pub(crate) struct Pg {
     url: String,
-    pool: Mutex<Vec<Client>>,
+    /// Idle connections, and how many are open in all.
+    pool: Mutex<(Vec<Client>, usize)>,
+    freed: Condvar,
 }
 
 fn user(row: &postgres::Row) -> User {
@@ -21,14 +26,14 @@ fn user(row: &postgres::Row) -> User {
 
 impl Pg {
     pub(crate) fn open(url: &str) -> Result<Pg, AccountsError> {
-        let pg = Pg { url: url.to_owned(), pool: Mutex::new(Vec::new()) };
+        let pg = Pg { url: url.to_owned(), pool: Mutex::new((Vec::new(), 1)), freed: Condvar::new() };
         let mut client = pg.connect()?;
         // Replicas may start together: create the schema under a lock.
         let mut tx = client.transaction()?;
         tx.execute("SELECT pg_advisory_xact_lock(hashtext('cnpj_accounts'))", &[])?;
         tx.batch_execute(SCHEMA)?;
         tx.commit()?;
-        pg.pool.lock().unwrap_or_else(PoisonError::into_inner).push(client);
+        pg.pool.lock().unwrap_or_else(PoisonError::into_inner).0.push(client);
         Ok(pg)
     }
 
@@ -38,17 +43,37 @@ impl Pg {
         Ok(client)
     }
 
-    /// Runs `f` on a pooled connection (a broken one is not returned to the pool).
+    /// Runs `f` on a pooled connection (a broken one is closed, not returned to the pool).
     fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, AccountsError>) -> Result<T, AccountsError> {
-        let pooled = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        let mut client = match pooled {
-            Some(c) => c,
-            None => self.connect()?,
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let pooled = loop {
+            if let Some(client) = pool.0.pop() {
+                break Some(client);
+            }
+            if pool.1 < MAX_CONNECTIONS {
+                pool.1 += 1;
+                break None;
+            }
+            pool = self.freed.wait(pool).unwrap_or_else(PoisonError::into_inner);
         };
-        let result = f(&mut client);
-        if !client.is_closed() {
-            self.pool.lock().unwrap_or_else(PoisonError::into_inner).push(client);
+        drop(pool);
+        let client = match pooled {
+            Some(client) => Ok(client),
+            None => self.connect(),
+        };
+        let (result, keep) = match client {
+            Ok(mut client) => {
+                let result = f(&mut client);
+                (result, (!client.is_closed()).then_some(client))
+            }
+            Err(e) => (Err(e), None),
+        };
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        match keep {
+            Some(client) => pool.0.push(client),
+            None => pool.1 -= 1,
         }
+        self.freed.notify_one();
         result
     }
 

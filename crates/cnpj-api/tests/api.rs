@@ -439,6 +439,31 @@ fn reference_data_and_cities_are_free() {
     assert_eq!(s.credits("gil"), (0, 0));
 }
 
+/// Detail requests, one after another, while `swap` runs and until `/healthz` reports `month`
+/// (within 20 s); their statuses.
+fn under_load(s: &Server, token: &str, swap: impl FnOnce(), month: &str) -> Vec<u16> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.push(get(s, "/api/v1/companies/11222333000181", token).status);
+            }
+            seen
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        swap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while request(&s.addr, "GET", "/healthz", None, None).body["source_month"] != month {
+            assert!(Instant::now() < deadline, "the new dataset was not served");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.join().unwrap()
+    })
+}
+
 #[test]
 fn dataset_swap_under_load_and_graceful_shutdown() {
     let mut s = Server::start(&["--rate-limit", "100000"]);
@@ -448,27 +473,15 @@ fn dataset_swap_under_load_and_graceful_shutdown() {
     let input = if real.is_dir() { real } else { root().join("data/sample-dump") };
     build_dataset(&input, &next);
     let expected_month = if input.ends_with("real-extract-2026") { "2026-03" } else { "2026-09" };
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let statuses = std::thread::scope(|scope| {
-        let load = scope.spawn(|| {
-            let mut seen = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                seen.push(get(&s, "/api/v1/companies/11222333000181", &token).status);
-            }
-            seen
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        std::fs::rename(&next, &s.db).unwrap();
-        s.signal("-HUP");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while request(&s.addr, "GET", "/healthz", None, None).body["source_month"] != expected_month {
-            assert!(Instant::now() < deadline, "the new dataset was not served");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        load.join().unwrap()
-    });
+    let statuses = under_load(
+        &s,
+        &token,
+        || {
+            std::fs::rename(&next, &s.db).unwrap();
+            s.signal("-HUP");
+        },
+        expected_month,
+    );
     assert!(!statuses.is_empty());
     assert!(statuses.iter().all(|&c| c == 200 || c == 404), "{statuses:?}");
     s.signal("-TERM");
@@ -726,25 +739,7 @@ fn postgres_publication_swap_and_rollback() {
     };
     cnpj_synth::generate(&synth).unwrap();
     build_dataset(&synth.out, &second);
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let statuses = std::thread::scope(|scope| {
-        let load = scope.spawn(|| {
-            let mut seen = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                seen.push(get(&s, "/api/v1/companies/11222333000181", &token).status);
-            }
-            seen
-        });
-        std::thread::sleep(Duration::from_millis(200));
-        publish(&second, &url);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while month() != "2026-10" {
-            assert!(Instant::now() < deadline, "the new publication was not served");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        load.join().unwrap()
-    });
+    let statuses = under_load(&s, &token, || publish(&second, &url), "2026-10");
     assert!(!statuses.is_empty() && statuses.iter().all(|&c| c == 200 || c == 404), "{statuses:?}");
     cnpj_load::postgres::rollback(&url, "cnpj").unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use duckdb::{AccessMode, Config};
 
@@ -49,12 +49,23 @@ enum Conn {
     Postgres(Box<PgConn>),
 }
 
+/// Connections open at most per store: more concurrent queries wait for one to be free (a
+/// Postgres server limits its connections, and two cores gain nothing from more).
+const MAX_CONNECTIONS: usize = 16;
+
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Conn>,
+    open: usize,
+}
+
 pub(crate) struct Backend {
     dialect: Dialect,
     source: Source,
     /// DuckDB: the connection others are cloned from.
     primary: Option<Mutex<duckdb::Connection>>,
-    pool: Mutex<Vec<Conn>>,
+    pool: Mutex<Pool>,
+    freed: Condvar,
 }
 
 impl Backend {
@@ -76,7 +87,8 @@ impl Backend {
                     dialect: Dialect::DuckDb,
                     source: source.clone(),
                     primary: Some(Mutex::new(conn)),
-                    pool: Mutex::new(Vec::new()),
+                    pool: Mutex::default(),
+                    freed: Condvar::new(),
                 })
             }
             Source::Postgres { .. } => {
@@ -84,10 +96,11 @@ impl Backend {
                     dialect: Dialect::Postgres,
                     source: source.clone(),
                     primary: None,
-                    pool: Mutex::new(Vec::new()),
+                    pool: Mutex::default(),
+                    freed: Condvar::new(),
                 };
                 let conn = backend.connect().map_err(|e| open_err(e.to_string().into()))?;
-                backend.pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+                backend.checkin(Some(conn), true);
                 Ok(backend)
             }
         }
@@ -118,22 +131,49 @@ impl Backend {
         }
     }
 
+    /// An idle connection, a new one while fewer than `MAX_CONNECTIONS` are open, or the next freed.
+    fn checkout(&self) -> Result<Conn, StoreError> {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(conn) = pool.idle.pop() {
+                return Ok(conn);
+            }
+            if pool.open < MAX_CONNECTIONS {
+                pool.open += 1;
+                drop(pool);
+                let conn = self.connect();
+                if conn.is_err() {
+                    self.checkin(None, false);
+                }
+                return conn;
+            }
+            pool = self.freed.wait(pool).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Returns a connection to the pool (`None`: it broke and is closed); `new` counts it as opened.
+    fn checkin(&self, conn: Option<Conn>, new: bool) {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        match conn {
+            Some(conn) => {
+                pool.open += usize::from(new);
+                pool.idle.push(conn);
+            }
+            None => pool.open -= 1,
+        }
+        self.freed.notify_one();
+    }
+
     /// Runs `sql` with text parameters (`$1`, `$2`, …) on a pooled connection.
     pub(crate) fn rows(&self, context: &'static str, sql: &str, params: &[String]) -> Result<Vec<TextRow>, StoreError> {
-        let pooled = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => self.connect()?,
-        };
+        let mut conn = self.checkout()?;
         let err = |e: &dyn fmt::Display| StoreError::Query { context, error: e.to_string() };
         let result = match &mut conn {
             Conn::DuckDb(c) => duck_rows(c, sql, params).map_err(|e| err(&e)),
             Conn::Postgres(c) => pg_rows(c, sql, params).map_err(|e| err(&e)),
         };
         let broken = matches!(&conn, Conn::Postgres(c) if c.client.is_closed());
-        if !broken {
-            self.pool.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
-        }
+        self.checkin((!broken).then_some(conn), false);
         result
     }
 }
