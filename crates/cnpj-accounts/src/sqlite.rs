@@ -34,12 +34,12 @@ impl Sqlite {
         let conn = self.conn();
         let inserted = conn.execute(
             "INSERT INTO users (name, credits, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
-            params![name, credits.max(0), now()],
+            params![name, credits, now()],
         )?;
         if inserted == 0 {
             return Err(AccountsError::UserExists(name.to_owned()));
         }
-        Ok(User { id: conn.last_insert_rowid(), name: name.to_owned(), credits: credits.max(0) })
+        Ok(User { id: conn.last_insert_rowid(), name: name.to_owned(), credits })
     }
 
     fn user_by_name(conn: &Connection, name: &str) -> Result<User, AccountsError> {

@@ -228,7 +228,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Publish { db, pg, pg_streams } => {
-            anyhow::ensure!(pg.postgres.is_some(), "--postgres URL is required");
             publish(&db, &pg, pg_streams, cli.quiet)?;
             Ok(ExitCode::SUCCESS)
         }

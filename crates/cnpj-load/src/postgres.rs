@@ -5,8 +5,8 @@
 //! (Autovacuum stays off on the new tables until the publication has vacuumed them itself.)
 
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Date32Type, Decimal128Type, Int32Type, Int64Type};
@@ -82,7 +82,7 @@ pub fn connect(url: &str) -> Result<Client, PublishError> {
 }
 
 /// Copies the dataset at `dataset` into Postgres and swaps it in as `schema`. `streams` COPY
-/// connections run at once; `progress` is told of every batch of rows copied.
+/// connections run at once; `progress` is told of the rows of every part copied.
 pub fn publish(
     dataset: &Path,
     url: &str,
@@ -123,6 +123,8 @@ fn fill(
     let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(duck("opening the dataset"))?;
     let source =
         Connection::open_with_flags(dataset, config).map_err(duck(format!("opening {}", dataset.display())))?;
+    // The copy streams read each block once: a small buffer pool keeps the memory flat.
+    source.execute_batch("SET memory_limit = '512MB'").map_err(duck("limiting DuckDB's memory"))?;
     let mut counts = Vec::new();
     let mut jobs = Vec::new();
     for table in TABLES {
@@ -141,36 +143,19 @@ fn fill(
             }
         }
     }
-    let queue = Mutex::new(jobs.into_iter());
-    let first_error = Mutex::new(None);
-    let copied = AtomicU64::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..streams {
-            let source = source.try_clone();
-            scope.spawn(|| {
-                let run = || -> Result<(), PublishError> {
-                    let source = source.map_err(duck("connecting to the dataset"))?;
-                    let mut client = connect(url)?;
-                    loop {
-                        let job = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next();
-                        let Some(job) = job else { return Ok(()) };
-                        if first_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some() {
-                            return Ok(());
-                        }
-                        let n = copy(&source, &mut client, building, &job)?;
-                        copied.fetch_add(n, Ordering::Relaxed);
-                        progress(n);
-                    }
-                };
-                if let Err(e) = run() {
-                    first_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(e);
-                }
-            });
-        }
-    });
-    if let Some(e) = first_error.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
-        return Err(e);
-    }
+    let source = Mutex::new(source);
+    on_streams(
+        streams,
+        jobs,
+        || {
+            let duck_conn = source.lock().unwrap_or_else(PoisonError::into_inner).try_clone();
+            Ok((duck_conn.map_err(duck("connecting to the dataset"))?, connect(url)?))
+        },
+        |(duck_conn, client), job| {
+            progress(copy(duck_conn, client, building, &job)?);
+            Ok(())
+        },
+    )?;
     for (table, n) in &counts {
         let copied: i64 = admin
             .query_one(&format!("SELECT count(*) FROM {building}.{table}"), &[])
@@ -194,7 +179,7 @@ fn fill(
         .filter(|s| !s.trim().is_empty())
         .map(|s| vec![s])
         .collect();
-    run_parallel(url, building, streams, indexes)?;
+    run_sql(url, building, streams, indexes)?;
     // A bulk-loaded table is vacuumed once here (visibility map for index-only scans, tuples frozen,
     // statistics), rather than by autovacuum at some later hour.
     let vacuums = TABLES
@@ -206,38 +191,64 @@ fn fill(
             ]
         })
         .collect();
-    run_parallel(url, building, streams, vacuums)?;
+    run_sql(url, building, streams, vacuums)?;
     admin.batch_execute("RESET search_path").map_err(pg("resetting the search path"))?;
     Ok(counts)
 }
 
-/// Runs groups of statements on `streams` connections at once; a group's statements run in order,
-/// each on its own (VACUUM cannot share a transaction).
-fn run_parallel(url: &str, building: &str, streams: usize, groups: Vec<Vec<String>>) -> Result<(), PublishError> {
-    let queue = Mutex::new(groups.into_iter());
-    let results: Vec<Result<(), PublishError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..streams)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut client = connect(url)?;
-                    client
-                        .batch_execute(&format!(
-                            "SET search_path TO {building}, public; SET maintenance_work_mem = '256MB'"
-                        ))
-                        .map_err(pg("preparing a connection"))?;
-                    loop {
-                        let next = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).next();
-                        let Some(group) = next else { return Ok(()) };
-                        for statement in group {
-                            client.batch_execute(&statement).map_err(pg(format!("running {}", statement.trim())))?;
-                        }
+/// Runs `jobs` on `streams` threads, each with its own state from `setup` (its connections); once
+/// a job fails no new job starts, and the first error is returned.
+fn on_streams<J: Send, S>(
+    streams: usize,
+    jobs: Vec<J>,
+    setup: impl Fn() -> Result<S, PublishError> + Sync,
+    work: impl Fn(&mut S, J) -> Result<(), PublishError> + Sync,
+) -> Result<(), PublishError> {
+    let queue = Mutex::new(jobs.into_iter());
+    let failed = AtomicBool::new(false);
+    let first_error = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..streams {
+            scope.spawn(|| {
+                let run = || -> Result<(), PublishError> {
+                    let mut state = setup()?;
+                    while !failed.load(Ordering::Relaxed) {
+                        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+                        let Some(job) = next else { break };
+                        work(&mut state, job)?;
                     }
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("a statement thread panicked")).collect()
+                    Ok(())
+                };
+                if let Err(e) = run() {
+                    failed.store(true, Ordering::Relaxed);
+                    first_error.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(e);
+                }
+            });
+        }
     });
-    results.into_iter().collect()
+    first_error.into_inner().unwrap_or_else(PoisonError::into_inner).map_or(Ok(()), Err)
+}
+
+/// Runs groups of SQL statements in the building schema on `streams` connections at once; a
+/// group's statements run in order, each on its own (VACUUM cannot share a transaction).
+fn run_sql(url: &str, building: &str, streams: usize, groups: Vec<Vec<String>>) -> Result<(), PublishError> {
+    on_streams(
+        streams,
+        groups,
+        || {
+            let mut client = connect(url)?;
+            client
+                .batch_execute(&format!("SET search_path TO {building}, public; SET maintenance_work_mem = '256MB'"))
+                .map_err(pg("preparing a connection"))?;
+            Ok(client)
+        },
+        |client, group| {
+            for statement in group {
+                client.batch_execute(&statement).map_err(pg(format!("running {}", statement.trim())))?;
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Replaces `schema` by `<schema>_building`, keeping the replaced one as `<schema>_previous`

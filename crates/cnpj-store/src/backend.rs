@@ -60,7 +60,6 @@ struct Pool {
 }
 
 pub(crate) struct Backend {
-    dialect: Dialect,
     source: Source,
     /// DuckDB: the connection others are cloned from.
     primary: Option<Mutex<duckdb::Connection>>,
@@ -84,7 +83,6 @@ impl Backend {
                 // Point lookups and small scans: one thread per query; concurrency comes from the pool.
                 conn.execute_batch("SET threads = 1").map_err(|e| open_err(e.into()))?;
                 Ok(Backend {
-                    dialect: Dialect::DuckDb,
                     source: source.clone(),
                     primary: Some(Mutex::new(conn)),
                     pool: Mutex::default(),
@@ -92,13 +90,8 @@ impl Backend {
                 })
             }
             Source::Postgres { .. } => {
-                let backend = Backend {
-                    dialect: Dialect::Postgres,
-                    source: source.clone(),
-                    primary: None,
-                    pool: Mutex::default(),
-                    freed: Condvar::new(),
-                };
+                let backend =
+                    Backend { source: source.clone(), primary: None, pool: Mutex::default(), freed: Condvar::new() };
                 let conn = backend.connect().map_err(|e| open_err(e.to_string().into()))?;
                 backend.checkin(Some(conn), true);
                 Ok(backend)
@@ -107,7 +100,10 @@ impl Backend {
     }
 
     pub(crate) fn dialect(&self) -> Dialect {
-        self.dialect
+        match self.source {
+            Source::DuckDb(_) => Dialect::DuckDb,
+            Source::Postgres { .. } => Dialect::Postgres,
+        }
     }
 
     fn connect(&self) -> Result<Conn, StoreError> {

@@ -30,17 +30,15 @@ pub struct SearchFilters {
     pub situacao: Option<String>,
 }
 
-/// `%term%` for LIKE, with LIKE's own characters escaped (`\` is Postgres' default escape).
-fn like_contains(term: &str) -> String {
-    let mut out = String::with_capacity(term.len() + 2);
-    out.push('%');
+/// `term` with LIKE's own characters escaped (`\` is Postgres' default escape).
+fn like_escape(term: &str) -> String {
+    let mut out = String::with_capacity(term.len());
     for c in term.chars() {
         if matches!(c, '%' | '_' | '\\') {
             out.push('\\');
         }
         out.push(c);
     }
-    out.push('%');
     out
 }
 
@@ -86,14 +84,14 @@ impl SearchFilters {
         }
         if let Some(v) = &self.zip_prefix {
             if pg {
-                eq("e.cep LIKE $", format!("{}%", like_contains(v).trim_matches('%')));
+                eq("e.cep LIKE $", format!("{}%", like_escape(v)));
             } else {
                 eq("starts_with(e.cep, $)", v.clone());
             }
         }
         if let Some(v) = &self.neighborhood {
             if pg {
-                eq("e.bairro_fold LIKE $", like_contains(&fold(v)));
+                eq("e.bairro_fold LIKE $", format!("%{}%", like_escape(&fold(v))));
             } else {
                 eq("contains(e.bairro_fold, $)", fold(v));
             }
@@ -105,7 +103,7 @@ impl SearchFilters {
                     "e.cnpj IN (SELECT cnpj FROM estabelecimentos WHERE nome_fantasia_fold LIKE $ \
                      UNION SELECT x.cnpj FROM empresas y JOIN estabelecimentos x ON x.cnpj_basico = y.cnpj_basico \
                      WHERE y.razao_social_fold LIKE $)",
-                    like_contains(&fold(v)),
+                    format!("%{}%", like_escape(&fold(v))),
                 );
             } else {
                 eq("(contains(e.nome_fantasia_fold, $) OR contains(c.razao_social_fold, $))", fold(v));
