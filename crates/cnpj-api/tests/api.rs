@@ -477,6 +477,8 @@ fn dataset_swap_under_load_and_graceful_shutdown() {
         &s,
         &token,
         || {
+            // As the README says: the lookup file, then the DuckDB file, then SIGHUP.
+            std::fs::rename(cnpj_store::lookup_path(&next), cnpj_store::lookup_path(&s.db)).unwrap();
             std::fs::rename(&next, &s.db).unwrap();
             s.signal("-HUP");
         },

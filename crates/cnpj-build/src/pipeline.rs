@@ -48,6 +48,8 @@ pub enum BuildError {
     Header { zip: String, member: String, reason: String },
     #[error(transparent)]
     Load(#[from] LoadError),
+    #[error("writing the lookup file: {0}")]
+    Lookup(cnpj_store::LookupError),
     #[error("the loader stopped before the end of the input")]
     LoaderGone,
 }
@@ -464,12 +466,21 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     };
     report.seconds.total = started.elapsed().as_secs_f64();
     let json = serde_json::to_string(&report).expect("the report serializes");
-    loader.commit(&[
-        ("format_version", "1".to_owned()),
-        ("source_month", report.source_month.clone().unwrap_or_default()),
-        ("built_at", report.built_at.clone()),
-        ("report", json),
-    ])?;
+    // Ties the lookup file to this build: a store ignores a lookup file of another build.
+    let build_id = format!("{}-{}-{}", report.built_at, std::process::id(), started.elapsed().as_nanos());
+    loader.commit(
+        &[
+            ("format_version", "1".to_owned()),
+            ("source_month", report.source_month.clone().unwrap_or_default()),
+            ("built_at", report.built_at.clone()),
+            ("build_id", build_id),
+            ("report", json),
+        ],
+        |finished| {
+            observer.stage("writing the lookup file");
+            cnpj_store::write_lookup(finished, &cnpj_store::lookup_path(&opts.db)).map_err(BuildError::Lookup)
+        },
+    )?;
     Ok(report)
 }
 

@@ -545,10 +545,7 @@ fn postgres_build_swap_rollback_and_failed_publication() {
     // A dataset that cannot be copied (a column missing): the publication fails, nothing changes.
     let broken = dir.path().join("broken.duckdb");
     std::fs::copy(&db, &broken).unwrap();
-    duckdb::Connection::open(&broken)
-        .unwrap()
-        .execute_batch("DROP INDEX socios_cnpj_basico; ALTER TABLE socios DROP COLUMN pais")
-        .unwrap();
+    duckdb::Connection::open(&broken).unwrap().execute_batch("ALTER TABLE socios DROP COLUMN pais").unwrap();
     let failed = etl(&["publish", "--quiet", "--db", broken.to_str().unwrap(), "--postgres", &url]);
     assert_eq!(failed.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&failed.stderr).contains("socios"), "{}", String::from_utf8_lossy(&failed.stderr));
@@ -617,5 +614,51 @@ fn every_lookup_code_is_labelled_in_every_locale() {
             "{}",
             input.display()
         );
+    }
+}
+
+/// Every detail and batch record (by CNPJ and by base) of a built dataset, as JSON, in order.
+fn all_records(db: &Path, lookup_expected: bool) -> Vec<String> {
+    use cnpj_model::{CnpjQuery, Locale};
+    let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(db.to_owned())).unwrap();
+    assert_eq!(store.has_lookup_file(), lookup_expected);
+    let keys = query(
+        db,
+        "SELECT cnpj FROM estabelecimentos UNION ALL
+         SELECT DISTINCT cnpj_basico FROM (SELECT cnpj_basico FROM estabelecimentos UNION ALL
+             SELECT cnpj_basico FROM empresas UNION ALL SELECT cnpj_basico FROM socios UNION ALL
+             SELECT cnpj_basico FROM simples)
+         ORDER BY 1",
+    );
+    let mut out = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let Ok(q) = CnpjQuery::parse(&key[0]) else { continue };
+        let locale = Locale::ALL[i % Locale::ALL.len()];
+        out.push(format!("{}: {}", key[0], serde_json::to_string(&store.detail(&q, locale).unwrap()).unwrap()));
+        out.push(format!("{}: {}", key[0], serde_json::to_string(&store.batch(&q, locale).unwrap()).unwrap()));
+    }
+    out
+}
+
+#[test]
+fn point_lookups_read_the_lookup_file_and_answer_as_sql_does() {
+    let real = root().join("../shared/rfb/samples/real-extract-2026");
+    let mut inputs = vec![sample_dump()];
+    inputs.extend(real.is_dir().then_some(real));
+    for input in inputs {
+        let b = build(&input);
+        let lookup = cnpj_store::lookup_path(&b.db);
+        let with_file = all_records(&b.db, true);
+        assert!(with_file.iter().filter(|r| !r.ends_with(": null")).count() > 20, "{}", input.display());
+        // Without its lookup file, and with the lookup file of another build, the store runs SQL.
+        let aside = lookup.with_extension("aside");
+        std::fs::rename(&lookup, &aside).unwrap();
+        assert_eq!(all_records(&b.db, false), with_file, "{}", input.display());
+        let other = build(&input);
+        std::fs::copy(cnpj_store::lookup_path(&other.db), &lookup).unwrap();
+        let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(b.db.clone())).unwrap();
+        assert!(!store.has_lookup_file());
+        std::fs::rename(&aside, &lookup).unwrap();
+        assert!(cnpj_store::Store::open(&cnpj_store::Source::DuckDb(b.db.clone())).unwrap().has_lookup_file());
     }
 }

@@ -225,8 +225,14 @@ impl Loader {
         Ok(summary)
     }
 
-    /// Writes the metadata table, checkpoints, closes and renames the file over the target.
-    pub fn commit(mut self, metadata: &[(&str, String)]) -> Result<(), LoadError> {
+    /// Writes the metadata table, checkpoints and closes the file, lets `before_rename` read the
+    /// finished file (the build writes the lookup file from it), then renames it over the target.
+    /// If `before_rename` fails, the target is left as it was.
+    pub fn commit<E: From<LoadError>>(
+        mut self,
+        metadata: &[(&str, String)],
+        before_rename: impl FnOnce(&Path) -> Result<(), E>,
+    ) -> Result<(), E> {
         let conn = self.conn.take().expect("commit once");
         conn.execute_batch("CREATE TABLE metadata (key VARCHAR PRIMARY KEY, value VARCHAR)")
             .map_err(db("creating metadata"))?;
@@ -236,6 +242,7 @@ impl Loader {
         }
         conn.execute_batch("CHECKPOINT").map_err(db("checkpointing"))?;
         conn.close().map_err(|(_, e)| db("closing the dataset")(e))?;
+        before_rename(&self.tmp)?;
         std::fs::rename(&self.tmp, &self.target)
             .map_err(|source| LoadError::Io { path: self.target.clone(), source })?;
         Ok(())
@@ -269,10 +276,10 @@ fn remove_abandoned_builds(dir: &Path, name: &str) {
 }
 
 impl Drop for Loader {
+    /// Closes the connection and deletes what is left of the temporary file: all of it after a
+    /// failure, nothing after a commit (it was renamed).
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            drop(conn);
-            self.remove_tmp();
-        }
+        drop(self.conn.take());
+        self.remove_tmp();
     }
 }

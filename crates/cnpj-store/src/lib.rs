@@ -5,6 +5,7 @@
 //! so they answer byte for byte alike. Safe to share between threads.
 
 mod backend;
+mod lookup;
 mod search;
 
 use std::collections::HashMap;
@@ -16,6 +17,8 @@ use cnpj_model::{
 
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
+use lookup::Lookup;
+pub use lookup::{LookupError, lookup_path, write_lookup};
 pub use search::SearchFilters;
 
 #[derive(Debug, thiserror::Error)]
@@ -26,11 +29,15 @@ pub enum StoreError {
     NotADataset { dataset: String },
     #[error("query failed ({context}): {error}")]
     Query { context: &'static str, error: String },
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
 }
 
 /// An open dataset with its labels and cities in memory.
 pub struct Store {
     backend: Backend,
+    /// A DuckDB dataset's lookup file, when it belongs to the same build.
+    lookup: Option<Lookup>,
     labels: HashMap<(Locale, String, String), String>,
     municipios: HashMap<String, (String, Option<String>)>,
     /// Cities in the order of contract §5b, with their folded names.
@@ -51,32 +58,69 @@ fn placeholders(from: usize, n: usize) -> String {
     (from + 1..=from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
-const DETAIL: &str = "
-SELECT e.cnpj, coalesce(c.razao_social, ''), e.nome_fantasia, e.situacao_cadastral,
-       coalesce(c.natureza_juridica, ''), coalesce(c.porte_empresa, ''), e.cnae_fiscal,
-       array_to_string(e.cnaes_secundarios, ','), e.logradouro, e.numero, e.complemento, e.bairro, e.municipio,
-       e.uf, e.cep, e.endereco_completo, e.ddd_1, e.telefone_1, e.telefone_formatado, e.email,
-       CAST(e.data_inicio_atividade AS VARCHAR), CAST(c.capital_social AS VARCHAR), e.matriz_filial,
-       CAST(e.data_situacao_cadastral AS VARCHAR), e.motivo_situacao_cadastral, e.situacao_especial,
-       CAST(e.data_situacao_especial AS VARCHAR), coalesce(c.ente_federativo_responsavel, ''),
-       e.nome_cidade_exterior, e.pais, e.ddd_2, e.telefone_2, e.ddd_fax, e.fax, e.cnpj_basico
-FROM estabelecimentos e LEFT JOIN empresas c ON c.cnpj_basico = e.cnpj_basico";
+/// The establishment columns of a detail row (`e`: `estabelecimentos`). Positions are those of
+/// [`Store::record`]; the lookup file stores exactly these.
+const ESTABLISHMENT: &str = "e.cnpj, e.nome_fantasia, e.situacao_cadastral, e.cnae_fiscal,
+    array_to_string(e.cnaes_secundarios, ','), e.logradouro, e.numero, e.complemento, e.bairro, e.municipio,
+    e.uf, e.cep, e.endereco_completo, e.ddd_1, e.telefone_1, e.telefone_formatado, e.email,
+    CAST(e.data_inicio_atividade AS VARCHAR), e.matriz_filial, CAST(e.data_situacao_cadastral AS VARCHAR),
+    e.motivo_situacao_cadastral, e.situacao_especial, CAST(e.data_situacao_especial AS VARCHAR),
+    e.nome_cidade_exterior, e.pais, e.ddd_2, e.telefone_2, e.ddd_fax, e.fax, e.cnpj_basico";
+const ESTABLISHMENT_COLUMNS: usize = 30;
 
-/// Partners of the companies `$1`, … in contract §2 order; the caller appends `IN (…)` and the order.
-const SOCIOS: &str = "
-SELECT nome, qualificacao, tipo, documento, CAST(data_entrada AS VARCHAR), faixa_etaria, pais,
-       representante_legal, nome_representante, qualificacao_representante, cnpj_basico
-FROM socios WHERE cnpj_basico";
+/// The company columns that follow them (`c`: `empresas`, left-joined), and their values when the
+/// company is missing from Empresas.
+const COMPANY: &str = "coalesce(c.razao_social, ''), coalesce(c.natureza_juridica, ''), coalesce(c.porte_empresa, ''),
+    CAST(c.capital_social AS VARCHAR), coalesce(c.ente_federativo_responsavel, '')";
+const NO_COMPANY: [Option<&str>; 5] = [Some(""), Some(""), Some(""), None, Some("")];
 
-/// The served regime (contract §2): the latest year's tax regime; else MEI, Simples Nacional or
-/// "não informado" from Simples. And `simples_nacional` (1 when `opcao_simples = S`).
+/// A partner's columns (`socios`).
+const PARTNER: &str = "nome, qualificacao, tipo, documento, CAST(data_entrada AS VARCHAR), faixa_etaria, pais,
+    representante_legal, nome_representante, qualificacao_representante";
+const PARTNER_COLUMNS: usize = 10;
+
+/// The tax-regime inputs of one company: its latest year's regime (first read wins a tie), and
+/// Simples' `opcao_simples` and `opcao_mei`.
 const REGIME: &str = "
-SELECT coalesce(
-           (SELECT regime FROM regimes_tributarios WHERE cnpj_basico = $1 ORDER BY ano DESC, seq LIMIT 1),
-           CASE WHEN s.opcao_mei = 'S' THEN 'mei' WHEN s.opcao_simples = 'S' THEN 'simples_nacional' END,
-           'nao_informado'),
-       CASE WHEN s.opcao_simples = 'S' THEN '1' ELSE '0' END
+SELECT (SELECT regime FROM regimes_tributarios WHERE cnpj_basico = $1 ORDER BY ano DESC, seq LIMIT 1),
+       s.opcao_simples, s.opcao_mei
 FROM (SELECT 1) AS one LEFT JOIN simples s ON s.cnpj_basico = $1";
+
+/// Partners in contract §2 order: entry date (unknown last), name, document.
+fn sort_partners(partners: &mut [TextRow]) {
+    fn key(r: &TextRow) -> (bool, &Option<String>, &Option<String>, &Option<String>) {
+        (r[4].is_none(), &r[4], &r[0], &r[3])
+    }
+    partners.sort_by(|a, b| key(a).cmp(&key(b)));
+}
+
+/// The served regime and `simples_nacional` (contract §2): the latest year's tax regime; else
+/// MEI, Simples Nacional or "não informado" from Simples.
+fn served_regime(inputs: &[Option<String>]) -> (String, u8) {
+    let is_s = |i: usize| inputs.get(i).cloned().flatten().as_deref() == Some("S");
+    let regime = match inputs.first().cloned().flatten() {
+        Some(regime) => regime,
+        None if is_s(2) => "mei".to_owned(),
+        None if is_s(1) => "simples_nacional".to_owned(),
+        None => "nao_informado".to_owned(),
+    };
+    (regime, u8::from(is_s(1)))
+}
+
+/// A CNPJ (14 characters) or a company's base (8, meaning its head office).
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Cnpj(&'a str),
+    Basico(&'a str),
+}
+
+/// What one record is built from: the detail row (`ESTABLISHMENT` then `COMPANY` columns), the
+/// partners (`PARTNER` columns, in contract §2 order) and the regime inputs (see `REGIME`).
+struct Found {
+    detail: TextRow,
+    partners: Vec<TextRow>,
+    regime: TextRow,
+}
 
 /// Column `i` of a text row (`""` for NULL).
 fn text(row: &TextRow, i: usize) -> String {
@@ -95,6 +139,10 @@ impl Store {
             .map_err(|_| StoreError::NotADataset { dataset: source.to_string() })?;
         let meta = |key: &str| metadata.iter().find(|r| text(r, 0) == key).map(|r| text(r, 1)).unwrap_or_default();
         let (source_month, published_at) = (meta("source_month"), meta("published_at"));
+        let lookup = match source {
+            Source::DuckDb(path) => open_lookup(&lookup_path(path), &meta("build_id")),
+            Source::Postgres { .. } => None,
+        };
         let mut labels = HashMap::new();
         for row in backend.rows("labels", "SELECT locale, tabela, codigo, descricao FROM labels", &[])? {
             if let Ok(locale) = text(&row, 0).parse::<Locale>() {
@@ -109,7 +157,7 @@ impl Store {
             cities.push((fold(&city.name), city));
         }
         cities.sort_by(|(fa, a), (fb, b)| (fa, &a.name, &a.id).cmp(&(fb, &b.name, &b.id)));
-        Ok(Store { backend, labels, municipios, cities, source_month, published_at })
+        Ok(Store { backend, lookup, labels, municipios, cities, source_month, published_at })
     }
 
     /// Whether the dataset behind this store is still the one it opened: false once a newer
@@ -134,20 +182,19 @@ impl Store {
 
     /// The detail record of one establishment, or of a company's head office for an 8-character query.
     pub fn detail(&self, query_: &CnpjQuery, locale: Locale) -> Result<Option<DetailRecord>, StoreError> {
-        Ok(self.detail_of(query_, locale)?.map(|(record, _)| record))
+        let found = self.find(&[key_of(query_)], false)?.pop().flatten();
+        Ok(found.map(|f| self.record(&f, locale)))
     }
 
     /// The batch record (detail plus regime and Simples fields) of one CNPJ or company.
     pub fn batch(&self, query_: &CnpjQuery, locale: Locale) -> Result<Option<BatchRecord>, StoreError> {
-        let Some((detail, basico)) = self.detail_of(query_, locale)? else { return Ok(None) };
-        let rows = self.backend.rows("regime", REGIME, &[basico])?;
-        let row = rows.first().cloned().unwrap_or_default();
-        let regime = text(&row, 0);
+        let Some(found) = self.find(&[key_of(query_)], true)?.pop().flatten() else { return Ok(None) };
+        let (regime, simples_nacional) = served_regime(&found.regime);
         Ok(Some(BatchRecord {
-            detail,
+            detail: self.record(&found, locale),
             regime_tributario: self.label(locale, "regime_tributario", &regime),
             regime_tributario_code: regime,
-            simples_nacional: u8::from(text(&row, 1) == "1"),
+            simples_nacional,
             employees_count: None,
             employees_year: None,
             employees_source: None,
@@ -155,52 +202,100 @@ impl Store {
         }))
     }
 
-    fn detail_of(&self, query_: &CnpjQuery, locale: Locale) -> Result<Option<(DetailRecord, String)>, StoreError> {
-        let rows = match query_ {
-            CnpjQuery::Full(cnpj) => {
-                self.backend.rows("detail", &format!("{DETAIL} WHERE e.cnpj = $1"), &[cnpj.as_str().to_owned()])?
-            }
-            CnpjQuery::Basico(_) => self.backend.rows(
-                "detail",
-                &format!(
-                    "{DETAIL} WHERE e.cnpj_basico = $1 ORDER BY (e.matriz_filial = '1') DESC, e.cnpj_ordem LIMIT 1"
-                ),
-                &[query_.basico().to_owned()],
-            )?,
-        };
-        let Some(row) = rows.first() else { return Ok(None) };
-        let (mut record, basico) = self.record(row, locale);
-        record.socios = self.partners(std::slice::from_ref(&basico), locale)?.remove(&basico).unwrap_or_default();
-        Ok(Some((record, basico)))
+    /// Whether point lookups read the lookup file (a DuckDB dataset with its file) rather than SQL.
+    pub fn has_lookup_file(&self) -> bool {
+        self.lookup.is_some()
     }
 
-    /// The detail records of `cnpjs` (those that exist), in the order given: two queries in all.
-    fn records(&self, cnpjs: &[String], locale: Locale) -> Result<Vec<DetailRecord>, StoreError> {
-        if cnpjs.is_empty() {
-            return Ok(Vec::new());
+    /// What the records of `keys` are built from, in order (`None`: no such establishment).
+    fn find(&self, keys: &[Key<'_>], regime: bool) -> Result<Vec<Option<Found>>, StoreError> {
+        match &self.lookup {
+            Some(lookup) => keys.iter().map(|k| Self::find_in(lookup, *k).map_err(StoreError::from)).collect(),
+            None => self.find_by_sql(keys, regime),
         }
-        let sql = format!("{DETAIL} WHERE e.cnpj IN ({})", placeholders(0, cnpjs.len()));
-        let mut found: HashMap<String, (DetailRecord, String)> = self
-            .backend
-            .rows("records", &sql, cnpjs)?
-            .iter()
-            .map(|r| {
-                let (d, b) = self.record(r, locale);
-                (d.cnpj.clone(), (d, b))
-            })
-            .collect();
-        let mut basicos: Vec<String> = found.values().map(|(_, b)| b.clone()).collect();
+    }
+
+    fn find_in(lookup: &Lookup, key: Key<'_>) -> Result<Option<Found>, LookupError> {
+        let (establishment, company) = match key {
+            Key::Cnpj(cnpj) => {
+                let Some(e) = lookup.establishment(cnpj)? else { return Ok(None) };
+                let company = lookup.company(&text(&e, ESTABLISHMENT_COLUMNS - 1))?;
+                (e, company)
+            }
+            Key::Basico(basico) => {
+                let company = lookup.company(basico)?;
+                let head = company.as_ref().and_then(|c| opt(c, NO_COMPANY.len()));
+                let Some(e) = head.map(|h| lookup.establishment(&h)).transpose()?.flatten() else { return Ok(None) };
+                (e, company)
+            }
+        };
+        let mut detail = establishment;
+        let Some(company) = company else {
+            detail.extend(NO_COMPANY.map(|c| c.map(str::to_owned)));
+            return Ok(Some(Found { detail, partners: Vec::new(), regime: Vec::new() }));
+        };
+        // Company columns, head office, regime inputs (3), partners.
+        let (fields, rest) = company.split_at(NO_COMPANY.len());
+        detail.extend_from_slice(fields);
+        let regime = rest[1..4].to_vec();
+        let partners = rest[4..].chunks(PARTNER_COLUMNS).map(<[_]>::to_vec).collect();
+        Ok(Some(Found { detail, partners, regime }))
+    }
+
+    /// `find` with SQL: one query for the establishments asked by CNPJ, one per head office, one
+    /// for all their partners, and one per company for the regime.
+    fn find_by_sql(&self, keys: &[Key<'_>], regime: bool) -> Result<Vec<Option<Found>>, StoreError> {
+        let from = format!(
+            "SELECT {ESTABLISHMENT}, {COMPANY} FROM estabelecimentos e LEFT JOIN empresas c ON c.cnpj_basico = e.cnpj_basico"
+        );
+        let cnpjs: Vec<String> =
+            keys.iter().filter_map(|k| if let Key::Cnpj(c) = k { Some((*c).to_owned()) } else { None }).collect();
+        let mut rows: HashMap<String, TextRow> = HashMap::new();
+        if !cnpjs.is_empty() {
+            let sql = format!("{from} WHERE e.cnpj IN ({})", placeholders(0, cnpjs.len()));
+            rows.extend(self.backend.rows("detail", &sql, &cnpjs)?.into_iter().map(|r| (text(&r, 0), r)));
+        }
+        let mut details = Vec::with_capacity(keys.len());
+        for key in keys {
+            details.push(match key {
+                Key::Cnpj(cnpj) => rows.get(*cnpj).cloned(),
+                Key::Basico(basico) => {
+                    let sql = format!(
+                        "{from} WHERE e.cnpj_basico = $1 ORDER BY (e.matriz_filial = '1') DESC, e.cnpj_ordem LIMIT 1"
+                    );
+                    self.backend.rows("head office", &sql, &[(*basico).to_owned()])?.pop()
+                }
+            });
+        }
+        let mut basicos: Vec<String> = details.iter().flatten().map(|d| text(d, ESTABLISHMENT_COLUMNS - 1)).collect();
         basicos.sort();
         basicos.dedup();
-        let partners = self.partners(&basicos, locale)?;
-        Ok(cnpjs
-            .iter()
-            .filter_map(|c| found.remove(c))
-            .map(|(mut d, b)| {
-                d.socios = partners.get(&b).cloned().unwrap_or_default();
-                d
+        let mut partners: HashMap<String, Vec<TextRow>> = HashMap::new();
+        if !basicos.is_empty() {
+            let sql = format!(
+                "SELECT {PARTNER}, cnpj_basico FROM socios WHERE cnpj_basico IN ({})",
+                placeholders(0, basicos.len())
+            );
+            for mut r in self.backend.rows("partners", &sql, &basicos)? {
+                let basico = r.pop().flatten().unwrap_or_default();
+                partners.entry(basico).or_default().push(r);
+            }
+        }
+        details
+            .into_iter()
+            .map(|detail| {
+                let Some(detail) = detail else { return Ok(None) };
+                let basico = text(&detail, ESTABLISHMENT_COLUMNS - 1);
+                let mut partners = partners.get(&basico).cloned().unwrap_or_default();
+                sort_partners(&mut partners);
+                let regime = if regime {
+                    self.backend.rows("regime", REGIME, &[basico])?.pop().unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                Ok(Some(Found { detail, partners, regime }))
             })
-            .collect())
+            .collect()
     }
 
     /// One page of search results (ordered by CNPJ) and the total number of matches.
@@ -224,7 +319,9 @@ impl Store {
         }
         let sql = format!("SELECT e.cnpj {from} ORDER BY e.cnpj LIMIT {per_page} OFFSET {offset}");
         let cnpjs: Vec<String> = self.backend.rows("search page", &sql, &params)?.iter().map(|r| text(r, 0)).collect();
-        Ok((total, self.records(&cnpjs, locale)?))
+        let keys: Vec<Key<'_>> = cnpjs.iter().map(|c| Key::Cnpj(c)).collect();
+        let records = self.find(&keys, false)?.into_iter().flatten().map(|f| self.record(&f, locale)).collect();
+        Ok((total, records))
     }
 
     fn labels_of(&self, locale: Locale, table: &str) -> Vec<CodeLabel> {
@@ -276,25 +373,26 @@ impl Store {
         (matching.len() as u64, items)
     }
 
-    fn record(&self, r: &TextRow, locale: Locale) -> (DetailRecord, String) {
+    fn record(&self, found: &Found, locale: Locale) -> DetailRecord {
+        let r = &found.detail;
         let s = |i: usize| text(r, i);
         let label = |table: &str, code: &str| self.label(locale, table, code);
         let cnpj = s(0);
-        let situacao = s(3);
-        let natureza = s(4);
-        let porte = s(5);
-        let cnae = s(6);
-        let secundarios = s(7);
-        let municipio = s(12);
+        let situacao = s(2);
+        let cnae = s(3);
+        let secundarios = s(4);
+        let municipio = s(9);
         let (municipio_nome, municipio_ibge) = self.municipios.get(&municipio).cloned().unwrap_or_default();
-        let matriz = s(22);
-        let motivo = s(24);
-        let pais = s(29);
-        let record = DetailRecord {
+        let matriz = s(18);
+        let motivo = s(20);
+        let pais = s(24);
+        let natureza = s(31);
+        let porte = s(32);
+        DetailRecord {
             id: cnpj.clone(),
             cnpj,
-            razao_social: s(1),
-            nome_fantasia: s(2),
+            razao_social: s(30),
+            nome_fantasia: s(1),
             situacao_cadastral: label("situacao_cadastral", &situacao),
             situacao_cadastral_code: situacao,
             natureza_juridica: label("naturezas", &natureza),
@@ -309,75 +407,87 @@ impl Store {
                 .map(|codigo| SecondaryActivity { descricao: label("cnaes", codigo), codigo: codigo.to_owned() })
                 .collect(),
             endereco: Address {
-                logradouro: s(8),
-                numero: s(9),
-                complemento: s(10),
-                bairro: s(11),
+                logradouro: s(5),
+                numero: s(6),
+                complemento: s(7),
+                bairro: s(8),
                 municipio,
                 municipio_nome,
-                uf: s(13),
-                cep: s(14),
-                endereco_completo: s(15),
+                uf: s(10),
+                cep: s(11),
+                endereco_completo: s(12),
                 municipio_ibge,
-                nome_cidade_exterior: s(28),
+                nome_cidade_exterior: s(23),
                 pais: label("paises", &pais),
                 pais_code: pais,
             },
             contato: Contact {
-                ddd: s(16),
-                telefone: s(17),
-                telefone_formatado: s(18),
-                email: s(19),
-                ddd_2: s(30),
-                telefone_2: s(31),
-                ddd_fax: s(32),
-                fax: s(33),
+                ddd: s(13),
+                telefone: s(14),
+                telefone_formatado: s(15),
+                email: s(16),
+                ddd_2: s(25),
+                telefone_2: s(26),
+                ddd_fax: s(27),
+                fax: s(28),
             },
-            socios: Vec::new(),
-            data_inicio_atividades: opt(r, 20),
-            capital_social: opt(r, 21),
+            socios: found.partners.iter().map(|p| self.partner(p, locale)).collect(),
+            data_inicio_atividades: opt(r, 17),
+            capital_social: opt(r, 33),
             matriz_filial: label("matriz_filial", &matriz),
             matriz_filial_code: matriz,
-            data_situacao_cadastral: opt(r, 23),
+            data_situacao_cadastral: opt(r, 19),
             motivo_situacao_cadastral: label("motivos", &motivo),
             motivo_situacao_cadastral_code: motivo,
-            situacao_especial: s(25),
-            data_situacao_especial: opt(r, 26),
-            ente_federativo_responsavel: s(27),
-        };
-        (record, s(34))
+            situacao_especial: s(21),
+            data_situacao_especial: opt(r, 22),
+            ente_federativo_responsavel: s(34),
+        }
     }
 
-    /// The partners of each company of `basicos`.
-    fn partners(&self, basicos: &[String], locale: Locale) -> Result<HashMap<String, Vec<Partner>>, StoreError> {
-        let mut by_company: HashMap<String, Vec<Partner>> = HashMap::new();
-        if basicos.is_empty() {
-            return Ok(by_company);
+    fn partner(&self, r: &TextRow, locale: Locale) -> Partner {
+        let s = |i: usize| text(r, i);
+        let (qualificacao, tipo, faixa) = (s(1), s(2), s(5));
+        Partner {
+            nome: s(0),
+            qualificacao_descricao: self.label(locale, "qualificacoes", &qualificacao),
+            qualificacao,
+            tipo_descricao: self.label(locale, "tipo_socio", &tipo),
+            tipo,
+            documento: s(3),
+            data_entrada: opt(r, 4),
+            faixa_etaria: self.label(locale, "faixa_etaria", &faixa),
+            faixa_etaria_code: faixa,
+            pais_code: s(6),
+            representante_legal: s(7),
+            nome_representante: s(8),
+            qualificacao_representante: s(9),
         }
-        let sql = format!(
-            "{SOCIOS} IN ({}) ORDER BY cnpj_basico, data_entrada NULLS LAST, nome, documento",
-            placeholders(0, basicos.len())
-        );
-        for r in self.backend.rows("socios", &sql, basicos)? {
-            let s = |i: usize| text(&r, i);
-            let (qualificacao, tipo, faixa) = (s(1), s(2), s(5));
-            let partner = Partner {
-                nome: s(0),
-                qualificacao_descricao: self.label(locale, "qualificacoes", &qualificacao),
-                qualificacao,
-                tipo_descricao: self.label(locale, "tipo_socio", &tipo),
-                tipo,
-                documento: s(3),
-                data_entrada: opt(&r, 4),
-                faixa_etaria: self.label(locale, "faixa_etaria", &faixa),
-                faixa_etaria_code: faixa,
-                pais_code: s(6),
-                representante_legal: s(7),
-                nome_representante: s(8),
-                qualificacao_representante: s(9),
-            };
-            by_company.entry(s(10)).or_default().push(partner);
+    }
+}
+
+/// The lookup file at `path` if it was written for the build `build_id`; without it, point
+/// lookups run SQL (correct, slower), and the reason is logged.
+fn open_lookup(path: &std::path::Path, build_id: &str) -> Option<Lookup> {
+    match Lookup::open(path) {
+        Ok(lookup) if lookup.build_id == build_id && !build_id.is_empty() => Some(lookup),
+        Ok(lookup) => {
+            tracing::warn!(
+                file = %path.display(), lookup_build = lookup.build_id, dataset_build = build_id,
+                "the lookup file belongs to another build: point lookups will run SQL"
+            );
+            None
         }
-        Ok(by_company)
+        Err(error) => {
+            tracing::warn!(%error, "no usable lookup file: point lookups will run SQL");
+            None
+        }
+    }
+}
+
+fn key_of(query_: &CnpjQuery) -> Key<'_> {
+    match query_ {
+        CnpjQuery::Full(cnpj) => Key::Cnpj(cnpj.as_str()),
+        CnpjQuery::Basico(_) => Key::Basico(query_.basico()),
     }
 }

@@ -1,0 +1,584 @@
+//! The point-lookup file beside a DuckDB dataset (`<dataset>.lookup`): every establishment by CNPJ
+//! and every company by CNPJ base, as the text rows the record builder reads, in zstd-compressed
+//! blocks of about 16 KiB under a sparse index kept in memory. A detail record costs two block
+//! reads (`pread`, then the page cache) instead of SQL, which DuckDB plans and runs in ≥ 150 µs a
+//! query. Written by the build from the finished dataset; it carries the dataset's `build_id`, and
+//! a file of another build is not used.
+//!
+//! Layout: blocks, then the index of each table (key width, rows, and per block its first key,
+//! offset and sizes), the build id, the index's offset and the magic. In a block, an entry is
+//! its key (fixed width), a varint length and the row: per column a varint `len + 1`, or 0 for NULL,
+//! and the bytes.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use duckdb::arrow::array::{Array, AsArray};
+use duckdb::{AccessMode, Config, Connection};
+
+use crate::backend::TextRow;
+use crate::{COMPANY, ESTABLISHMENT, NO_COMPANY, PARTNER};
+
+const MAGIC: &[u8; 8] = b"CNPJLKP1";
+/// Uncompressed bytes per block: one block is read and inflated per lookup.
+const BLOCK_BYTES: usize = 16 * 1024;
+const ZSTD_LEVEL: i32 = 3;
+
+/// The lookup file of the dataset at `dataset`.
+pub fn lookup_path(dataset: &Path) -> PathBuf {
+    let mut name = dataset.as_os_str().to_owned();
+    name.push(".lookup");
+    PathBuf::from(name)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("reading the dataset for the lookup file ({context}): {source}")]
+    Dataset { context: String, source: duckdb::Error },
+    #[error("{path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*pos)?;
+        *pos += 1;
+        n |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+fn put_row(out: &mut Vec<u8>, row: &[Option<&str>]) {
+    for cell in row {
+        match cell {
+            None => put_varint(out, 0),
+            Some(s) => {
+                put_varint(out, s.len() as u64 + 1);
+                out.extend_from_slice(s.as_bytes());
+            }
+        }
+    }
+}
+
+fn row(bytes: &[u8]) -> Option<TextRow> {
+    let mut pos = 0;
+    let mut out = Vec::new();
+    while pos < bytes.len() {
+        let n = varint(bytes, &mut pos)? as usize;
+        out.push(match n {
+            0 => None,
+            n => {
+                let cell = bytes.get(pos..pos + n - 1)?;
+                pos += n - 1;
+                Some(String::from_utf8(cell.to_vec()).ok()?)
+            }
+        });
+    }
+    Some(out)
+}
+
+struct BlockRef {
+    offset: u64,
+    compressed: u32,
+    raw: u32,
+}
+
+/// One table's index: the first key of every block.
+struct Table {
+    key_width: usize,
+    first_keys: Vec<u8>,
+    blocks: Vec<BlockRef>,
+    rows: u64,
+}
+
+impl Table {
+    fn new(key_width: usize) -> Table {
+        Table { key_width, first_keys: Vec::new(), blocks: Vec::new(), rows: 0 }
+    }
+
+    fn first_key(&self, block: usize) -> &[u8] {
+        &self.first_keys[block * self.key_width..(block + 1) * self.key_width]
+    }
+}
+
+/// Writes a lookup file table by table, each in ascending key order.
+struct Writer {
+    path: PathBuf,
+    out: BufWriter<File>,
+    offset: u64,
+    tables: Vec<Table>,
+    block: Vec<u8>,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+    entry: Vec<u8>,
+}
+
+impl Writer {
+    fn create(path: &Path) -> Result<Writer, LookupError> {
+        let file = File::create(path).map_err(|source| LookupError::Io { path: path.to_owned(), source })?;
+        Ok(Writer {
+            path: path.to_owned(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            offset: 0,
+            tables: Vec::new(),
+            block: Vec::with_capacity(2 * BLOCK_BYTES),
+            first_key: Vec::new(),
+            last_key: Vec::new(),
+            entry: Vec::new(),
+        })
+    }
+
+    fn io(&self) -> impl FnOnce(std::io::Error) -> LookupError + '_ {
+        |source| LookupError::Io { path: self.path.clone(), source }
+    }
+
+    fn begin_table(&mut self, key_width: usize) -> Result<(), LookupError> {
+        self.flush_block()?;
+        self.tables.push(Table::new(key_width));
+        self.last_key.clear();
+        Ok(())
+    }
+
+    /// Appends one row under `key`, which must be greater than the previous key of the table.
+    fn put(&mut self, key: &str, cells: &[Option<&str>]) -> Result<(), LookupError> {
+        let table = self.tables.last_mut().expect("a table was begun");
+        if key.len() != table.key_width || key.as_bytes() <= self.last_key.as_slice() {
+            return Err(LookupError::Invalid {
+                path: self.path.clone(),
+                reason: format!(
+                    "key {key:?} after {:?}: keys must be unique, ascending and {} bytes wide",
+                    String::from_utf8_lossy(&self.last_key),
+                    table.key_width
+                ),
+            });
+        }
+        table.rows += 1;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key.as_bytes());
+        if self.block.is_empty() {
+            self.first_key.clear();
+            self.first_key.extend_from_slice(key.as_bytes());
+        }
+        self.entry.clear();
+        put_row(&mut self.entry, cells);
+        self.block.extend_from_slice(key.as_bytes());
+        put_varint(&mut self.block, self.entry.len() as u64);
+        self.block.extend_from_slice(&self.entry);
+        if self.block.len() >= BLOCK_BYTES {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> Result<(), LookupError> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let compressed = zstd::bulk::compress(&self.block, ZSTD_LEVEL).map_err(self.io())?;
+        self.out.write_all(&compressed).map_err(self.io())?;
+        let table = self.tables.last_mut().expect("a table was begun");
+        table.first_keys.extend_from_slice(&self.first_key);
+        table.blocks.push(BlockRef {
+            offset: self.offset,
+            compressed: compressed.len() as u32,
+            raw: self.block.len() as u32,
+        });
+        self.offset += compressed.len() as u64;
+        self.block.clear();
+        Ok(())
+    }
+
+    fn finish(mut self, build_id: &str) -> Result<(), LookupError> {
+        self.flush_block()?;
+        let mut index = Vec::new();
+        put_varint(&mut index, self.tables.len() as u64);
+        for table in &self.tables {
+            put_varint(&mut index, table.key_width as u64);
+            put_varint(&mut index, table.rows);
+            put_varint(&mut index, table.blocks.len() as u64);
+            for (i, block) in table.blocks.iter().enumerate() {
+                index.extend_from_slice(table.first_key(i));
+                put_varint(&mut index, block.offset);
+                put_varint(&mut index, u64::from(block.compressed));
+                put_varint(&mut index, u64::from(block.raw));
+            }
+        }
+        put_varint(&mut index, build_id.len() as u64);
+        index.extend_from_slice(build_id.as_bytes());
+        index.extend_from_slice(&self.offset.to_le_bytes());
+        index.extend_from_slice(MAGIC);
+        self.out.write_all(&index).map_err(self.io())?;
+        let file =
+            self.out.into_inner().map_err(|e| LookupError::Io { path: self.path.clone(), source: e.into_error() })?;
+        file.sync_all().map_err(|source| LookupError::Io { path: self.path.clone(), source })
+    }
+}
+
+/// Reads varints and fixed-width keys from the index.
+struct IndexReader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl IndexReader<'_> {
+    fn varint(&mut self) -> Option<u64> {
+        varint(self.bytes, &mut self.pos)
+    }
+
+    fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+        let out = self.bytes.get(self.pos..self.pos + n)?;
+        self.pos += n;
+        Some(out)
+    }
+
+    fn table(&mut self) -> Option<Table> {
+        let mut table = Table::new(self.varint()? as usize);
+        table.rows = self.varint()?;
+        for _ in 0..self.varint()? {
+            let key = self.bytes(table.key_width)?;
+            table.first_keys.extend_from_slice(key);
+            let (offset, compressed, raw) = (self.varint()?, self.varint()?, self.varint()?);
+            table.blocks.push(BlockRef { offset, compressed: compressed as u32, raw: raw as u32 });
+        }
+        Some(table)
+    }
+}
+
+/// An open lookup file.
+pub(crate) struct Lookup {
+    file: File,
+    path: PathBuf,
+    pub(crate) build_id: String,
+    establishments: Table,
+    companies: Table,
+}
+
+impl Lookup {
+    pub(crate) fn open(path: &Path) -> Result<Lookup, LookupError> {
+        let invalid = |reason: &str| LookupError::Invalid { path: path.to_owned(), reason: reason.to_owned() };
+        let io = |source| LookupError::Io { path: path.to_owned(), source };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut tail = [0u8; 16];
+        if len < 16 || file.read_exact_at(&mut tail, len - 16).is_err() || &tail[8..] != MAGIC {
+            return Err(invalid("not a lookup file"));
+        }
+        let index_at = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+        let index_len = (len - 16).checked_sub(index_at).ok_or_else(|| invalid("bad index offset"))?;
+        let mut index = vec![0u8; index_len as usize];
+        file.read_exact_at(&mut index, index_at).map_err(io)?;
+        let mut reader = IndexReader { bytes: &index, pos: 0 };
+        let parsed = (|| {
+            if reader.varint()? != 2 {
+                return None;
+            }
+            let (establishments, companies) = (reader.table()?, reader.table()?);
+            let n = reader.varint()? as usize;
+            let build_id = String::from_utf8(reader.bytes(n)?.to_vec()).ok()?;
+            Some((establishments, companies, build_id))
+        })();
+        let (establishments, companies, build_id) = parsed.ok_or_else(|| invalid("corrupt index"))?;
+        Ok(Lookup { file, path: path.to_owned(), build_id, establishments, companies })
+    }
+
+    /// The establishment row (the `ESTABLISHMENT` columns) of `cnpj`.
+    pub(crate) fn establishment(&self, cnpj: &str) -> Result<Option<TextRow>, LookupError> {
+        self.get(&self.establishments, cnpj)
+    }
+
+    /// The company row of `basico`: `COMPANY` columns, head office CNPJ, latest tax regime,
+    /// `opcao_simples`, `opcao_mei`, then the partners' `PARTNER` columns, in contract §2 order.
+    pub(crate) fn company(&self, basico: &str) -> Result<Option<TextRow>, LookupError> {
+        self.get(&self.companies, basico)
+    }
+
+    fn get(&self, table: &Table, key: &str) -> Result<Option<TextRow>, LookupError> {
+        let key = key.as_bytes();
+        if key.len() != table.key_width {
+            return Ok(None);
+        }
+        // The last block whose first key is not after `key`.
+        let (mut lo, mut hi) = (0, table.blocks.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if table.first_key(mid) <= key { lo = mid + 1 } else { hi = mid }
+        }
+        let Some(i) = lo.checked_sub(1) else { return Ok(None) };
+        let block = &table.blocks[i];
+        let corrupt =
+            || LookupError::Invalid { path: self.path.clone(), reason: format!("corrupt block at {}", block.offset) };
+        let mut compressed = vec![0u8; block.compressed as usize];
+        self.file
+            .read_exact_at(&mut compressed, block.offset)
+            .map_err(|source| LookupError::Io { path: self.path.clone(), source })?;
+        let raw = zstd::bulk::decompress(&compressed, block.raw as usize).map_err(|_| corrupt())?;
+        let mut pos = 0;
+        while pos < raw.len() {
+            let entry_key = raw.get(pos..pos + table.key_width).ok_or_else(corrupt)?;
+            pos += table.key_width;
+            let len = varint(&raw, &mut pos).ok_or_else(corrupt)? as usize;
+            let value = raw.get(pos..pos + len).ok_or_else(corrupt)?;
+            pos += len;
+            match entry_key.cmp(key) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Equal => return row(value).map(Some).ok_or_else(corrupt),
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Rows of a streamed query, every column `VARCHAR`, the first being the key.
+struct Cursor<'a> {
+    batches: duckdb::ArrowStream<'a>,
+    batch: Option<duckdb::arrow::record_batch::RecordBatch>,
+    row: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(batches: duckdb::ArrowStream<'a>) -> Cursor<'a> {
+        Cursor { batches, batch: None, row: 0 }
+    }
+
+    /// Loads the next batch when the current one is done; false at the end.
+    fn ready(&mut self) -> bool {
+        while self.batch.as_ref().is_none_or(|b| self.row >= b.num_rows()) {
+            match self.batches.next() {
+                Some(batch) => (self.batch, self.row) = (Some(batch), 0),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn cell(&self, column: usize) -> Option<&str> {
+        let array = self.batch.as_ref()?.column(column).as_string::<i32>();
+        (!array.is_null(self.row)).then(|| array.value(self.row))
+    }
+
+    /// The current row's key (after `ready`).
+    fn key(&self) -> Option<&str> {
+        self.cell(0)
+    }
+
+    fn cells(&self, columns: std::ops::Range<usize>) -> Vec<Option<&str>> {
+        columns.map(|c| self.cell(c)).collect()
+    }
+
+    fn owned(&self, columns: std::ops::Range<usize>) -> TextRow {
+        columns.map(|c| self.cell(c).map(str::to_owned)).collect()
+    }
+
+    fn width(&self) -> usize {
+        self.batch.as_ref().map_or(0, |b| b.num_columns())
+    }
+
+    /// Whether the current row has key `key` (loading the next batch as needed).
+    fn at(&mut self, key: &str) -> bool {
+        self.ready() && self.key() == Some(key)
+    }
+}
+
+/// Writes the lookup file of the finished DuckDB dataset at `dataset` to `out` (through a
+/// temporary file renamed into place). Reads each served table once, in its stored key order.
+pub fn write_lookup(dataset: &Path, out: &Path) -> Result<(), LookupError> {
+    let mut tmp = out.as_os_str().to_owned();
+    tmp.push(format!(".writing-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let result = write_to(dataset, &tmp)
+        .and_then(|()| std::fs::rename(&tmp, out).map_err(|source| LookupError::Io { path: out.to_owned(), source }));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn write_to(dataset: &Path, tmp: &Path) -> Result<(), LookupError> {
+    let err = |context: &str| {
+        let context = context.to_owned();
+        move |source| LookupError::Dataset { context, source }
+    };
+    let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(err("opening"))?;
+    let conn = Connection::open_with_flags(dataset, config).map_err(err("opening"))?;
+    // Insertion order is key order (the transform wrote every served table sorted); the writer
+    // checks that keys ascend.
+    conn.execute_batch("SET preserve_insertion_order = true; SET memory_limit = '1GB'").map_err(err("configuring"))?;
+    let build_id: String = conn
+        .query_row("SELECT value FROM metadata WHERE key = 'build_id'", [], |r| r.get(0))
+        .map_err(err("reading the build id"))?;
+    let mut writer = Writer::create(tmp)?;
+
+    writer.begin_table(14)?;
+    let mut stmt =
+        conn.prepare(&format!("SELECT {ESTABLISHMENT} FROM estabelecimentos e")).map_err(err("establishments"))?;
+    let mut rows = Cursor::new(stmt.stream_arrow([]).map_err(err("establishments"))?);
+    while rows.ready() {
+        let key = rows.key().unwrap_or_default();
+        writer.put(key, &rows.cells(0..rows.width()))?;
+        rows.row += 1;
+    }
+
+    writer.begin_table(8)?;
+    let queries = [
+        format!("SELECT c.cnpj_basico, {COMPANY} FROM empresas c"),
+        "SELECT cnpj_basico, cnpj, matriz_filial FROM estabelecimentos".to_owned(),
+        "SELECT cnpj_basico, regime, CAST(ano AS VARCHAR), CAST(seq AS VARCHAR) FROM regimes_tributarios".to_owned(),
+        "SELECT cnpj_basico, opcao_simples, opcao_mei FROM simples".to_owned(),
+        format!("SELECT cnpj_basico, {PARTNER} FROM socios"),
+    ];
+    let conns = queries.iter().map(|_| conn.try_clone()).collect::<Result<Vec<_>, _>>().map_err(err("connecting"))?;
+    let mut stmts = Vec::new();
+    for (c, sql) in conns.iter().zip(&queries) {
+        stmts.push(c.prepare(sql).map_err(err("companies"))?);
+    }
+    let mut cursors = Vec::new();
+    for stmt in &mut stmts {
+        cursors.push(Cursor::new(stmt.stream_arrow([]).map_err(err("companies"))?));
+    }
+    let mut cells: Vec<Option<String>> = Vec::new();
+    let mut partners: Vec<TextRow> = Vec::new();
+    loop {
+        let live: Vec<bool> = cursors.iter_mut().map(Cursor::ready).collect();
+        // A NULL key reads as "", which the writer refuses.
+        let key = cursors.iter().zip(live).filter(|(_, l)| *l).map(|(c, _)| c.key().unwrap_or_default()).min();
+        let Some(key) = key.map(str::to_owned) else { break };
+        let [empresas, estabelecimentos, regimes, simples, socios] = &mut cursors[..] else { unreachable!() };
+        cells.clear();
+        if empresas.at(&key) {
+            cells.extend(empresas.owned(1..6));
+            while empresas.at(&key) {
+                empresas.row += 1;
+            }
+        } else {
+            cells.extend(NO_COMPANY.iter().map(|c| c.map(str::to_owned)));
+        }
+        // The head office: the first establishment marked as such, else the first (lowest order).
+        let mut head: Option<(String, bool)> = None;
+        while estabelecimentos.at(&key) {
+            let is_head = estabelecimentos.cell(2) == Some("1");
+            if head.as_ref().is_none_or(|(_, h)| is_head && !h) {
+                head = Some((estabelecimentos.cell(1).unwrap_or_default().to_owned(), is_head));
+            }
+            estabelecimentos.row += 1;
+        }
+        cells.push(head.map(|(cnpj, _)| cnpj));
+        // The latest year's regime; the first read wins a tie.
+        let mut latest: Option<(i64, i64, Option<String>)> = None;
+        while regimes.at(&key) {
+            let year = regimes.cell(2).and_then(|y| y.parse().ok()).unwrap_or(i64::MIN);
+            let seq = regimes.cell(3).and_then(|s| s.parse().ok()).unwrap_or(i64::MAX);
+            if latest.as_ref().is_none_or(|(y, s, _)| (year, -seq) > (*y, -*s)) {
+                latest = Some((year, seq, regimes.cell(1).map(str::to_owned)));
+            }
+            regimes.row += 1;
+        }
+        cells.push(latest.and_then(|(_, _, regime)| regime));
+        if simples.at(&key) {
+            cells.extend(simples.owned(1..3));
+            while simples.at(&key) {
+                simples.row += 1;
+            }
+        } else {
+            cells.extend([None, None]);
+        }
+        partners.clear();
+        while socios.at(&key) {
+            partners.push(socios.owned(1..socios.width()));
+            socios.row += 1;
+        }
+        crate::sort_partners(&mut partners);
+        cells.extend(partners.drain(..).flatten());
+        let refs: Vec<Option<&str>> = cells.iter().map(|c| c.as_deref()).collect();
+        writer.put(&key, &refs)?;
+    }
+    writer.finish(&build_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(rows: &[(&str, Vec<Option<&str>>)]) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        let mut writer = Writer::create(&path).unwrap();
+        writer.begin_table(14).unwrap();
+        for (key, cells) in rows {
+            writer.put(key, cells).unwrap();
+        }
+        writer.begin_table(8).unwrap();
+        writer.put("00000001", &[Some("company")]).unwrap();
+        writer.finish("build-1").unwrap();
+        let lookup = Lookup::open(&path).unwrap();
+        assert_eq!(lookup.build_id, "build-1");
+        for (key, cells) in rows {
+            let expected: TextRow = cells.iter().map(|c| c.map(str::to_owned)).collect();
+            assert_eq!(lookup.establishment(key).unwrap(), Some(expected), "{key}");
+        }
+        assert_eq!(lookup.company("00000001").unwrap(), Some(vec![Some("company".to_owned())]));
+        for absent in ["00000000000000", "99999999999999", "0000000000000", "00000000000001x"] {
+            if !rows.iter().any(|(k, _)| *k == absent) {
+                assert_eq!(lookup.establishment(absent).unwrap(), None, "{absent}");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_come_back_as_written_across_many_blocks() {
+        let keys: Vec<String> = (0..5_000).map(|i| format!("{:014}", i * 7 + 3)).collect();
+        let values: Vec<String> = (0..5_000).map(|i| "x".repeat(i % 300)).collect();
+        let rows: Vec<(&str, Vec<Option<&str>>)> = keys
+            .iter()
+            .zip(&values)
+            .enumerate()
+            .map(|(i, (k, v))| (k.as_str(), vec![Some(k.as_str()), (i % 3 != 0).then_some(v.as_str()), Some("")]))
+            .collect();
+        check(&rows);
+    }
+
+    #[test]
+    fn null_and_empty_cells_differ() {
+        check(&[("12345678000195", vec![None, Some(""), Some("ção"), None])]);
+    }
+
+    #[test]
+    fn keys_must_ascend() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = Writer::create(&dir.path().join("t.lookup")).unwrap();
+        writer.begin_table(8).unwrap();
+        writer.put("00000002", &[]).unwrap();
+        for bad in ["00000002", "00000001", "0000003"] {
+            assert!(matches!(writer.put(bad, &[]), Err(LookupError::Invalid { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        let mut writer = Writer::create(&path).unwrap();
+        writer.begin_table(14).unwrap();
+        writer.begin_table(8).unwrap();
+        writer.finish("b").unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(matches!(Lookup::open(&path), Err(LookupError::Invalid { .. })));
+    }
+}
