@@ -306,11 +306,10 @@ impl Store {
         per_page: u64,
         locale: Locale,
     ) -> Result<(u64, Vec<DetailRecord>), StoreError> {
-        let (clause, params) = filters.sql(self.backend.dialect(), |name| {
+        let (from, params) = filters.sql(self.backend.dialect(), |name| {
             let folded = fold(name);
             self.cities.iter().filter(|(f, _)| *f == folded).map(|(_, c)| c.id.clone()).collect()
         });
-        let from = format!("FROM estabelecimentos e LEFT JOIN empresas c ON c.cnpj_basico = e.cnpj_basico{clause}");
         let count = self.backend.rows("search count", &format!("SELECT CAST(count(*) AS VARCHAR) {from}"), &params)?;
         let total: u64 = count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0);
         let offset = page.saturating_sub(1).saturating_mul(per_page);

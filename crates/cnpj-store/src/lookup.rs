@@ -14,8 +14,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
 
-use duckdb::arrow::array::{Array, AsArray};
+use duckdb::arrow::array::{Array, AsArray, StringArray};
 use duckdb::{AccessMode, Config, Connection};
 
 use crate::backend::TextRow;
@@ -24,7 +26,7 @@ use crate::{COMPANY, ESTABLISHMENT, NO_COMPANY, PARTNER};
 const MAGIC: &[u8; 8] = b"CNPJLKP1";
 /// Uncompressed bytes per block: one block is read and inflated per lookup.
 const BLOCK_BYTES: usize = 16 * 1024;
-const ZSTD_LEVEL: i32 = 3;
+const ZSTD_LEVEL: i32 = 1;
 
 /// The lookup file of the dataset at `dataset`.
 pub fn lookup_path(dataset: &Path) -> PathBuf {
@@ -117,11 +119,15 @@ impl Table {
     }
 }
 
-/// Writes a lookup file table by table, each in ascending key order.
+/// What the compressing thread returns: the file, and every block's compressed size in order.
+type Compressed = (BufWriter<File>, Vec<u32>);
+
+/// Writes a lookup file table by table, each in ascending key order. Blocks are compressed and
+/// written by a second thread, in order, while this one encodes the next.
 struct Writer {
     path: PathBuf,
-    out: BufWriter<File>,
-    offset: u64,
+    raw_blocks: Option<SyncSender<Vec<u8>>>,
+    compressing: Option<JoinHandle<std::io::Result<Compressed>>>,
     tables: Vec<Table>,
     block: Vec<u8>,
     first_key: Vec<u8>,
@@ -131,21 +137,30 @@ struct Writer {
 
 impl Writer {
     fn create(path: &Path) -> Result<Writer, LookupError> {
-        let file = File::create(path).map_err(|source| LookupError::Io { path: path.to_owned(), source })?;
+        let io = |source| LookupError::Io { path: path.to_owned(), source };
+        let file = File::create(path).map_err(io)?;
+        let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
+        let (raw_blocks, received) = sync_channel::<Vec<u8>>(8);
+        let compressing = std::thread::spawn(move || {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let mut sizes = Vec::new();
+            for raw in received {
+                let compressed = compressor.compress(&raw)?;
+                out.write_all(&compressed)?;
+                sizes.push(compressed.len() as u32);
+            }
+            Ok((out, sizes))
+        });
         Ok(Writer {
             path: path.to_owned(),
-            out: BufWriter::with_capacity(1 << 20, file),
-            offset: 0,
+            raw_blocks: Some(raw_blocks),
+            compressing: Some(compressing),
             tables: Vec::new(),
             block: Vec::with_capacity(2 * BLOCK_BYTES),
             first_key: Vec::new(),
             last_key: Vec::new(),
             entry: Vec::new(),
         })
-    }
-
-    fn io(&self) -> impl FnOnce(std::io::Error) -> LookupError + '_ {
-        |source| LookupError::Io { path: self.path.clone(), source }
     }
 
     fn begin_table(&mut self, key_width: usize) -> Result<(), LookupError> {
@@ -190,43 +205,63 @@ impl Writer {
         if self.block.is_empty() {
             return Ok(());
         }
-        let compressed = zstd::bulk::compress(&self.block, ZSTD_LEVEL).map_err(self.io())?;
-        self.out.write_all(&compressed).map_err(self.io())?;
         let table = self.tables.last_mut().expect("a table was begun");
         table.first_keys.extend_from_slice(&self.first_key);
-        table.blocks.push(BlockRef {
-            offset: self.offset,
-            compressed: compressed.len() as u32,
-            raw: self.block.len() as u32,
-        });
-        self.offset += compressed.len() as u64;
-        self.block.clear();
+        // The offset and compressed size are known once the compressing thread is done.
+        table.blocks.push(BlockRef { offset: 0, compressed: 0, raw: self.block.len() as u32 });
+        let raw = std::mem::replace(&mut self.block, Vec::with_capacity(2 * BLOCK_BYTES));
+        let sent = self.raw_blocks.as_ref().expect("open until finish").send(raw);
+        if sent.is_err() {
+            // The compressing thread stopped on an I/O error: `done` returns it.
+            self.done()?;
+        }
         Ok(())
+    }
+
+    /// Stops the compressing thread: the file and the compressed sizes of all blocks.
+    fn done(&mut self) -> Result<Compressed, LookupError> {
+        drop(self.raw_blocks.take());
+        let thread = self.compressing.take().expect("done once");
+        let result = thread.join().unwrap_or_else(|_| Err(std::io::Error::other("the compressing thread panicked")));
+        result.map_err(|source| LookupError::Io { path: self.path.clone(), source })
     }
 
     fn finish(mut self, build_id: &str) -> Result<(), LookupError> {
         self.flush_block()?;
+        let (mut out, sizes) = self.done()?;
+        let mut sizes = sizes.into_iter();
+        let mut offset = 0u64;
         let mut index = Vec::new();
         put_varint(&mut index, self.tables.len() as u64);
-        for table in &self.tables {
+        for table in &mut self.tables {
             put_varint(&mut index, table.key_width as u64);
             put_varint(&mut index, table.rows);
             put_varint(&mut index, table.blocks.len() as u64);
-            for (i, block) in table.blocks.iter().enumerate() {
+            for i in 0..table.blocks.len() {
+                let compressed = sizes.next().expect("one size per block");
                 index.extend_from_slice(table.first_key(i));
-                put_varint(&mut index, block.offset);
-                put_varint(&mut index, u64::from(block.compressed));
-                put_varint(&mut index, u64::from(block.raw));
+                put_varint(&mut index, offset);
+                put_varint(&mut index, u64::from(compressed));
+                put_varint(&mut index, u64::from(table.blocks[i].raw));
+                offset += u64::from(compressed);
             }
         }
         put_varint(&mut index, build_id.len() as u64);
         index.extend_from_slice(build_id.as_bytes());
-        index.extend_from_slice(&self.offset.to_le_bytes());
+        index.extend_from_slice(&offset.to_le_bytes());
         index.extend_from_slice(MAGIC);
-        self.out.write_all(&index).map_err(self.io())?;
-        let file =
-            self.out.into_inner().map_err(|e| LookupError::Io { path: self.path.clone(), source: e.into_error() })?;
-        file.sync_all().map_err(|source| LookupError::Io { path: self.path.clone(), source })
+        let io = |source| LookupError::Io { path: self.path.clone(), source };
+        out.write_all(&index).map_err(io)?;
+        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.compressing.is_some() {
+            let _ = self.done();
+        }
     }
 }
 
@@ -348,28 +383,28 @@ impl Lookup {
 /// Rows of a streamed query, every column `VARCHAR`, the first being the key.
 struct Cursor<'a> {
     batches: duckdb::ArrowStream<'a>,
-    batch: Option<duckdb::arrow::record_batch::RecordBatch>,
+    columns: Vec<StringArray>,
+    rows: usize,
     row: usize,
 }
 
 impl<'a> Cursor<'a> {
     fn new(batches: duckdb::ArrowStream<'a>) -> Cursor<'a> {
-        Cursor { batches, batch: None, row: 0 }
+        Cursor { batches, columns: Vec::new(), rows: 0, row: 0 }
     }
 
     /// Loads the next batch when the current one is done; false at the end.
     fn ready(&mut self) -> bool {
-        while self.batch.as_ref().is_none_or(|b| self.row >= b.num_rows()) {
-            match self.batches.next() {
-                Some(batch) => (self.batch, self.row) = (Some(batch), 0),
-                None => return false,
-            }
+        while self.row >= self.rows {
+            let Some(batch) = self.batches.next() else { return false };
+            self.columns = batch.columns().iter().map(|c| c.as_string::<i32>().clone()).collect();
+            (self.rows, self.row) = (batch.num_rows(), 0);
         }
         true
     }
 
     fn cell(&self, column: usize) -> Option<&str> {
-        let array = self.batch.as_ref()?.column(column).as_string::<i32>();
+        let array = &self.columns[column];
         (!array.is_null(self.row)).then(|| array.value(self.row))
     }
 
@@ -387,7 +422,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn width(&self) -> usize {
-        self.batch.as_ref().map_or(0, |b| b.num_columns())
+        self.columns.len()
     }
 
     /// Whether the current row has key `key` (loading the next batch as needed).
