@@ -1,8 +1,9 @@
 //! Reads a built registry dataset (a DuckDB file opened read-only, or a Postgres schema): detail
 //! and batch records by CNPJ, search, reference data and cities, in any locale. The CLI's `show`
-//! and the API serve records through this crate. Both backends run the same queries (dialect
-//! differences are confined to `search.rs` and a few casts) and build records with the same code,
-//! so they answer byte for byte alike. Safe to share between threads.
+//! and the API serve records through this crate. A record's rows come from the DuckDB file's
+//! lookup file (`lookup`) or from SQL, the same for both backends (dialect differences are
+//! confined to `search.rs`); one builder makes records of them, so every path answers byte for
+//! byte alike. Safe to share between threads.
 
 mod backend;
 mod lookup;
