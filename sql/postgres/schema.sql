@@ -51,8 +51,6 @@ CREATE UNLOGGED TABLE estabelecimentos (
     email text COLLATE "C" NOT NULL,
     situacao_especial text COLLATE "C" NOT NULL,
     data_situacao_especial date,
-    endereco_completo text COLLATE "C" NOT NULL,
-    telefone_formatado text COLLATE "C" NOT NULL,
     source_file integer NOT NULL,
     seq bigint NOT NULL
 ) WITH (autovacuum_enabled = false);

@@ -189,7 +189,7 @@ fn stream(
 trait Sink: Send {
     fn push(
         &mut self,
-        n: &mut Normalizer<'_>,
+        n: &mut Normalizer,
         rec: Record<'_>,
         cols: Option<TaxRegimeColumns>,
         at: Provenance,
@@ -209,7 +209,7 @@ macro_rules! sink {
         impl Sink for $name {
             fn push(
                 &mut self,
-                $n: &mut Normalizer<'_>,
+                $n: &mut Normalizer,
                 $rec: Record<'_>,
                 $cols: Option<TaxRegimeColumns>,
                 at: Provenance,
@@ -263,12 +263,11 @@ fn send(tx: &SyncSender<Batch>, batch: Batch) -> Result<(), BuildError> {
 fn load_member(
     member: &Member,
     id: i32,
-    municipios: &HashMap<String, String>,
     batch_rows: usize,
     tx: &SyncSender<Batch>,
     observer: &dyn Observer,
 ) -> Result<(u64, u64), BuildError> {
-    let mut normalizer = Normalizer::new(municipios);
+    let mut normalizer = Normalizer::default();
     let mut sink = sink_for(member.kind);
     let mut rejects = RejectBatch::default();
     let mut rejected = 0;
@@ -306,8 +305,7 @@ fn read_lookup(
     rejects: &mut RejectBatch,
     observer: &dyn Observer,
 ) -> Result<Lookup, BuildError> {
-    let empty = HashMap::new();
-    let mut normalizer = Normalizer::new(&empty);
+    let mut normalizer = Normalizer::default();
     let codes = seen.entry(member.kind).or_default();
     let (mut rows, mut counts, mut rejected) = (Vec::new(), FileCounts::default(), 0);
     let mut row = LookupRow::default();
@@ -358,13 +356,11 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     for (member, &id) in members.iter().zip(&ids).filter(|(m, _)| m.kind.is_lookup()) {
         lookups.push(read_lookup(member, id, &mut seen, &mut lookup_rejects, observer)?);
     }
-    let mut municipios = HashMap::new();
     let mut municipio_batch = MunicipioBatch::default();
     let mut tables: Vec<(FileKind, Vec<LookupRow>)> = Vec::new();
     for lookup in &lookups {
         if lookup.kind == FileKind::Municipios {
             for row in &lookup.rows {
-                municipios.insert(row.code.clone(), row.label.clone());
                 municipio_batch.push(&municipio(row));
             }
         } else {
@@ -401,7 +397,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         let results: Vec<Result<SourceFile, BuildError>> = main
             .par_iter()
             .map_with(tx, |tx, &(member, id)| {
-                let (read, rejected) = load_member(member, id, &municipios, opts.batch_rows, tx, observer)?;
+                let (read, rejected) = load_member(member, id, opts.batch_rows, tx, observer)?;
                 Ok(SourceFile {
                     id,
                     zip: zip_name(member),

@@ -225,7 +225,7 @@ staging_table!(
         logradouro: String, numero: String, complemento: String, bairro: String, bairro_fold: String,
         cep: String, uf: String, municipio: String, ddd_1: String, telefone_1: String, ddd_2: String,
         telefone_2: String, ddd_fax: String, fax: String, email: String, situacao_especial: String,
-        data_situacao_especial: Option<i32>, endereco_completo: String, telefone_formatado: String,
+        data_situacao_especial: Option<i32>,
     ],
     provenance
 );

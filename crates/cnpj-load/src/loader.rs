@@ -133,7 +133,13 @@ impl Loader {
     /// loaded + duplicates + rejected.
     pub fn transform(&mut self, files: Vec<SourceFile>) -> Result<LoadSummary, LoadError> {
         let conn = self.conn();
-        conn.execute_batch(TRANSFORM).map_err(db("transforming the staging tables (sql/duckdb/transform.sql)"))?;
+        for statement in statements(TRANSFORM) {
+            let started = std::time::Instant::now();
+            conn.execute_batch(statement).map_err(db("transforming the staging tables (sql/duckdb/transform.sql)"))?;
+            let head =
+                statement.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("--")).unwrap_or_default();
+            tracing::debug!(statement = head, seconds = started.elapsed().as_secs_f64(), "transform");
+        }
         let mut counts = std::collections::HashMap::new();
         {
             let mut stmt = conn.prepare(COUNTS).map_err(db("counting rows per file"))?;
@@ -257,6 +263,27 @@ impl Loader {
     }
 }
 
+/// The statements of a SQL script, each with the comments before it: a statement ends with a line
+/// (not a comment) that ends with `;`. Comments after the last statement are left out.
+fn statements(script: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    for line in script.split_inclusive('\n') {
+        at += line.len();
+        let code = line.trim_end();
+        if code.ends_with(';') && !code.trim_start().starts_with("--") {
+            out.push(&script[start..at]);
+            start = at;
+        }
+    }
+    let rest = &script[start..];
+    if rest.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--")) {
+        out.push(rest);
+    }
+    out
+}
+
 /// Deletes the temporary files of earlier builds of the same target whose process is gone (a build
 /// killed before it could clean up), so that they do not pile up.
 fn remove_abandoned_builds(dir: &Path, name: &str) {
@@ -281,5 +308,26 @@ impl Drop for Loader {
     fn drop(&mut self) {
         drop(self.conn.take());
         self.remove_tmp();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(script: &str, expected: &[&str]) {
+        assert_eq!(statements(script), expected);
+    }
+
+    #[test]
+    fn a_script_splits_at_lines_ending_a_statement() {
+        check("SELECT 1;\nSELECT 2;\n", &["SELECT 1;\n", "SELECT 2;\n"]);
+        check("-- a comment; not an end\nSELECT\n  1;\n", &["-- a comment; not an end\nSELECT\n  1;\n"]);
+        check("SELECT 'a;b'\nFROM t;\n-- trailing comment\n", &["SELECT 'a;b'\nFROM t;\n"]);
+        check("SELECT 1", &["SELECT 1"]);
+        // Every statement of the transform runs on its own.
+        let parts = statements(TRANSFORM);
+        let count = |s: &str| s.matches("CREATE TABLE").count() + s.matches("DROP TABLE").count();
+        assert_eq!(parts.iter().filter(|p| count(p) == 1).count(), count(TRANSFORM));
     }
 }

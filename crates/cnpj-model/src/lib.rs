@@ -15,5 +15,6 @@ pub use kind::FileKind;
 pub use locale::{Locale, UnknownLocale};
 pub use record::{
     Address, BatchRecord, City, CodeLabel, Contact, DetailRecord, Partner, ReferenceData, SecondaryActivity,
+    endereco_completo, telefone_formatado,
 };
 pub mod rows;

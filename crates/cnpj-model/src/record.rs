@@ -126,6 +126,41 @@ impl DetailRecord {
     }
 }
 
+/// `endereco.endereco_completo` (contract §2): `LOGRADOURO, NUMERO, COMPLEMENTO, BAIRRO,
+/// MUNICIPIO_NOME - UF, 01310-100`, leaving out empty parts and their comma; the CEP (8 digits)
+/// masked as 5 digits, a hyphen, 3 digits. Built when a record is read, from the stored parts.
+pub fn endereco_completo(
+    logradouro: &str,
+    numero: &str,
+    complemento: &str,
+    bairro: &str,
+    municipio_nome: &str,
+    uf: &str,
+    cep: &str,
+) -> String {
+    let place = match (municipio_nome.is_empty(), uf.is_empty()) {
+        (false, false) => format!("{municipio_nome} - {uf}"),
+        (false, true) => municipio_nome.to_owned(),
+        (true, _) => uf.to_owned(),
+    };
+    let cep = if cep.len() == 8 { format!("{}-{}", &cep[..5], &cep[5..]) } else { String::new() };
+    [logradouro, numero, complemento, bairro, &place, &cep]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `contato.telefone_formatado` (contract §2): `(11) 12345678`; the number alone without an area
+/// code; `""` without a number. Built when a record is read.
+pub fn telefone_formatado(ddd: &str, telefone: &str) -> String {
+    match (ddd.is_empty(), telefone.is_empty()) {
+        (_, true) => String::new(),
+        (true, false) => telefone.to_owned(),
+        (false, false) => format!("({ddd}) {telefone}"),
+    }
+}
+
 /// A city of GET /api/v1/cities (spec §2.4, contract §5b).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct City {
@@ -152,4 +187,35 @@ pub struct ReferenceData {
     pub registration_statuses: serde_json::Map<String, serde_json::Value>,
     pub locale: String,
     pub available_locales: serde_json::Map<String, serde_json::Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(parts: [&str; 7], expected: &str) {
+        let [logradouro, numero, complemento, bairro, municipio, uf, cep] = parts;
+        assert_eq!(endereco_completo(logradouro, numero, complemento, bairro, municipio, uf, cep), expected);
+    }
+
+    #[test]
+    fn full_address_leaves_out_empty_parts() {
+        check(
+            ["AVENIDA PAULISTA", "1000", "ANDAR 5", "BELA VISTA", "SAO PAULO", "SP", "01310100"],
+            "AVENIDA PAULISTA, 1000, ANDAR 5, BELA VISTA, SAO PAULO - SP, 01310-100",
+        );
+        check(["RUA X", "S/N", "", "", "SAO PAULO", "SP", ""], "RUA X, S/N, SAO PAULO - SP");
+        check(["PALPA", "2862", "", "COLEGIALES", "EXTERIOR", "EX", ""], "PALPA, 2862, COLEGIALES, EXTERIOR - EX");
+        check(["", "", "", "", "SAO PAULO", "", ""], "SAO PAULO");
+        check(["", "", "", "", "", "SP", ""], "SP");
+        check(["", "", "", "", "", "", "0131"], "");
+        check(["", "", "", "", "", "", ""], "");
+    }
+
+    #[test]
+    fn phone_with_area_code_in_parentheses() {
+        assert_eq!(telefone_formatado("11", "12345678"), "(11) 12345678");
+        assert_eq!(telefone_formatado("", "12345678"), "12345678");
+        assert_eq!(telefone_formatado("11", ""), "");
+    }
 }

@@ -54,8 +54,6 @@ pub struct EstabelecimentoRow {
     pub email: String,
     pub situacao_especial: String,
     pub data_situacao_especial: Option<i32>,
-    pub endereco_completo: String,
-    pub telefone_formatado: String,
 }
 
 /// Socios: one partner of a company.

@@ -96,15 +96,6 @@ pub fn telefone(text: &str) -> String {
     if d.bytes().all(|b| b == b'0') { String::new() } else { d }
 }
 
-/// `(11) 12345678`; the number alone without an area code; `""` without a number.
-pub fn telefone_formatado(ddd: &str, telefone: &str) -> String {
-    match (ddd.is_empty(), telefone.is_empty()) {
-        (_, true) => String::new(),
-        (true, false) => telefone.to_owned(),
-        (false, false) => format!("({ddd}) {telefone}"),
-    }
-}
-
 /// E-mail: lower case (the text is already cleaned and trimmed).
 pub fn email(text: &str) -> String {
     text.to_lowercase()
@@ -117,30 +108,6 @@ pub fn logradouro(tipo: &str, logradouro: &str) -> String {
         (false, true) => tipo.to_owned(),
         (false, false) => format!("{tipo} {logradouro}"),
     }
-}
-
-/// `LOGRADOURO, NUMERO, COMPLEMENTO, BAIRRO, MUNICIPIO_NOME - UF, 01310-100`, leaving out empty
-/// parts and their comma; the CEP masked as 5 digits, a hyphen, 3 digits.
-pub fn endereco_completo(
-    logradouro: &str,
-    numero: &str,
-    complemento: &str,
-    bairro: &str,
-    municipio_nome: &str,
-    uf: &str,
-    cep: &str,
-) -> String {
-    let place = match (municipio_nome.is_empty(), uf.is_empty()) {
-        (false, false) => format!("{municipio_nome} - {uf}"),
-        (false, true) => municipio_nome.to_owned(),
-        (true, _) => uf.to_owned(),
-    };
-    let cep = if cep.len() == 8 { format!("{}-{}", &cep[..5], &cep[5..]) } else { String::new() };
-    [logradouro, numero, complemento, bairro, &place, &cep]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A person's document as the dump gives it (`***123456**`, digits 4-9 visible) → `***.123.456-**`.
@@ -268,9 +235,6 @@ mod tests {
                 ("3333-4444", "33334444".into()),
             ],
         );
-        assert_eq!(telefone_formatado("11", "12345678"), "(11) 12345678");
-        assert_eq!(telefone_formatado("", "12345678"), "12345678");
-        assert_eq!(telefone_formatado("11", ""), "");
     }
 
     #[test]
@@ -280,21 +244,6 @@ mod tests {
         assert_eq!(logradouro("", "DAS FLORES"), "DAS FLORES");
         assert_eq!(logradouro("RUA", ""), "RUA");
         assert_eq!(logradouro("", ""), "");
-    }
-
-    #[test]
-    fn full_address_leaves_out_empty_parts() {
-        assert_eq!(
-            endereco_completo("AVENIDA PAULISTA", "1000", "ANDAR 5", "BELA VISTA", "SAO PAULO", "SP", "01310100"),
-            "AVENIDA PAULISTA, 1000, ANDAR 5, BELA VISTA, SAO PAULO - SP, 01310-100"
-        );
-        assert_eq!(endereco_completo("RUA X", "S/N", "", "", "SAO PAULO", "SP", ""), "RUA X, S/N, SAO PAULO - SP");
-        assert_eq!(
-            endereco_completo("PALPA", "2862", "", "COLEGIALES", "EXTERIOR", "EX", ""),
-            "PALPA, 2862, COLEGIALES, EXTERIOR - EX"
-        );
-        assert_eq!(endereco_completo("", "", "", "", "", "SP", ""), "SP");
-        assert_eq!(endereco_completo("", "", "", "", "", "", ""), "");
     }
 
     #[test]

@@ -11,8 +11,7 @@ mod tables;
 mod text;
 
 pub use fields::{
-    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document, mask_person_document,
-    telefone, telefone_formatado,
+    capital, cep, code, date, ddd, email, logradouro, mask_company_document, mask_person_document, telefone,
 };
 pub use ibge::municipio;
 pub use labels::{FIXED_DOMAINS, LabelSet, Untranslated, fixed_domains, translations};

@@ -1,14 +1,12 @@
 //! One function per file kind: a raw record in, a normalized row out, or a [`Reject`].
 
-use std::collections::HashMap;
 use std::fmt;
 
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, Fields, LookupRow, RegimeRow, SimplesRow, SocioRow};
 use cnpj_model::{Cnpj, CnpjQuery, FileKind, InvalidCnpj, fold};
 
 use crate::fields::{
-    capital, cep, code, date, ddd, email, endereco_completo, logradouro, mask_company_document, mask_person_document,
-    telefone, telefone_formatado,
+    capital, cep, code, date, ddd, email, logradouro, mask_company_document, mask_person_document, telefone,
 };
 use crate::text::{clean, mask_cpf_runs};
 
@@ -66,19 +64,14 @@ pub fn record_hash(fields: &(impl Fields + ?Sized)) -> i64 {
     h.digest() as i64
 }
 
-/// Normalizes records of every kind. Holds the month's municipality names (for the full address)
-/// and scratch space.
-pub struct Normalizer<'a> {
-    municipios: &'a HashMap<String, String>,
+/// Normalizes records of every kind, with scratch space reused between records.
+#[derive(Debug, Default)]
+pub struct Normalizer {
     s: String,
     t: String,
 }
 
-impl<'a> Normalizer<'a> {
-    pub fn new(municipios: &'a HashMap<String, String>) -> Normalizer<'a> {
-        Normalizer { municipios, s: String::new(), t: String::new() }
-    }
-
+impl Normalizer {
     fn text(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> &str {
         clean(rec.field(i), &mut self.s);
         &self.s
@@ -174,17 +167,6 @@ impl<'a> Normalizer<'a> {
         out.email = email(self.text(rec, 27));
         clean(rec.field(28), &mut out.situacao_especial);
         out.data_situacao_especial = self.date(rec, 29);
-        let municipio_nome = self.municipios.get(&out.municipio).map_or("", String::as_str);
-        out.endereco_completo = endereco_completo(
-            &out.logradouro,
-            &out.numero,
-            &out.complemento,
-            &out.bairro,
-            municipio_nome,
-            &out.uf,
-            &out.cep,
-        );
-        out.telefone_formatado = telefone_formatado(&out.ddd_1, &out.telefone_1);
         Ok(())
     }
 
@@ -302,9 +284,8 @@ mod tests {
         line.iter().map(|s| s.bytes().collect()).collect()
     }
 
-    fn with<T>(raw: &[Vec<u8>], f: impl FnOnce(&mut Normalizer<'_>, &[&[u8]]) -> T) -> T {
-        let municipios = HashMap::from([("7107".to_owned(), "SAO PAULO".to_owned())]);
-        let mut n = Normalizer::new(&municipios);
+    fn with<T>(raw: &[Vec<u8>], f: impl FnOnce(&mut Normalizer, &[&[u8]]) -> T) -> T {
+        let mut n = Normalizer::default();
         let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
         f(&mut n, &slices)
     }
@@ -376,8 +357,6 @@ mod tests {
             ddd_1: "11".into(),
             telefone_1: "12345678".into(),
             email: "contato@exemplo.com.br".into(),
-            endereco_completo: "RUA DAS FLORES, S/N, EDIF X;BLOCO 2;APTO 3, CENTRO, SAO PAULO - SP, 01005-010".into(),
-            telefone_formatado: "(11) 12345678".into(),
             ..Default::default()
         }
     }

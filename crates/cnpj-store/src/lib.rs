@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use cnpj_model::{
     Address, BatchRecord, City, CnpjQuery, CodeLabel, Contact, DetailRecord, Locale, Partner, ReferenceData,
-    SecondaryActivity, fold,
+    SecondaryActivity, endereco_completo, fold, telefone_formatado,
 };
 
 pub use backend::Source;
@@ -63,11 +63,11 @@ fn placeholders(from: usize, n: usize) -> String {
 /// [`Store::record`]; the lookup file stores exactly these.
 const ESTABLISHMENT: &str = "e.cnpj, e.nome_fantasia, e.situacao_cadastral, e.cnae_fiscal,
     array_to_string(e.cnaes_secundarios, ','), e.logradouro, e.numero, e.complemento, e.bairro, e.municipio,
-    e.uf, e.cep, e.endereco_completo, e.ddd_1, e.telefone_1, e.telefone_formatado, e.email,
+    e.uf, e.cep, e.ddd_1, e.telefone_1, e.email,
     CAST(e.data_inicio_atividade AS VARCHAR), e.matriz_filial, CAST(e.data_situacao_cadastral AS VARCHAR),
     e.motivo_situacao_cadastral, e.situacao_especial, CAST(e.data_situacao_especial AS VARCHAR),
     e.nome_cidade_exterior, e.pais, e.ddd_2, e.telefone_2, e.ddd_fax, e.fax, e.cnpj_basico";
-const ESTABLISHMENT_COLUMNS: usize = 30;
+const ESTABLISHMENT_COLUMNS: usize = 28;
 
 /// The company columns that follow them (`c`: `empresas`, left-joined), and their values when the
 /// company is missing from Empresas.
@@ -383,15 +383,16 @@ impl Store {
         let secundarios = s(4);
         let municipio = s(9);
         let (municipio_nome, municipio_ibge) = self.municipios.get(&municipio).cloned().unwrap_or_default();
-        let matriz = s(18);
-        let motivo = s(20);
-        let pais = s(24);
-        let natureza = s(31);
-        let porte = s(32);
+        let full_address = endereco_completo(&s(5), &s(6), &s(7), &s(8), &municipio_nome, &s(10), &s(11));
+        let matriz = s(16);
+        let motivo = s(18);
+        let pais = s(22);
+        let natureza = s(29);
+        let porte = s(30);
         DetailRecord {
             id: cnpj.clone(),
             cnpj,
-            razao_social: s(30),
+            razao_social: s(28),
             nome_fantasia: s(1),
             situacao_cadastral: label("situacao_cadastral", &situacao),
             situacao_cadastral_code: situacao,
@@ -415,33 +416,33 @@ impl Store {
                 municipio_nome,
                 uf: s(10),
                 cep: s(11),
-                endereco_completo: s(12),
+                endereco_completo: full_address,
                 municipio_ibge,
-                nome_cidade_exterior: s(23),
+                nome_cidade_exterior: s(21),
                 pais: label("paises", &pais),
                 pais_code: pais,
             },
             contato: Contact {
-                ddd: s(13),
-                telefone: s(14),
-                telefone_formatado: s(15),
-                email: s(16),
-                ddd_2: s(25),
-                telefone_2: s(26),
-                ddd_fax: s(27),
-                fax: s(28),
+                telefone_formatado: telefone_formatado(&s(12), &s(13)),
+                ddd: s(12),
+                telefone: s(13),
+                email: s(14),
+                ddd_2: s(23),
+                telefone_2: s(24),
+                ddd_fax: s(25),
+                fax: s(26),
             },
             socios: found.partners.iter().map(|p| self.partner(p, locale)).collect(),
-            data_inicio_atividades: opt(r, 17),
-            capital_social: opt(r, 33),
+            data_inicio_atividades: opt(r, 15),
+            capital_social: opt(r, 31),
             matriz_filial: label("matriz_filial", &matriz),
             matriz_filial_code: matriz,
-            data_situacao_cadastral: opt(r, 19),
+            data_situacao_cadastral: opt(r, 17),
             motivo_situacao_cadastral: label("motivos", &motivo),
             motivo_situacao_cadastral_code: motivo,
-            situacao_especial: s(21),
-            data_situacao_especial: opt(r, 22),
-            ente_federativo_responsavel: s(34),
+            situacao_especial: s(19),
+            data_situacao_especial: opt(r, 20),
+            ente_federativo_responsavel: s(32),
         }
     }
 

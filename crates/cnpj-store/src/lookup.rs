@@ -23,7 +23,7 @@ use duckdb::{AccessMode, Config, Connection};
 use crate::backend::TextRow;
 use crate::{COMPANY, ESTABLISHMENT, NO_COMPANY, PARTNER};
 
-const MAGIC: &[u8; 8] = b"CNPJLKP1";
+const MAGIC: &[u8; 8] = b"CNPJLKP2";
 /// Uncompressed bytes per block: one block is read and inflated per lookup.
 const BLOCK_BYTES: usize = 16 * 1024;
 const ZSTD_LEVEL: i32 = 1;
@@ -119,20 +119,20 @@ impl Table {
     }
 }
 
-/// What the compressing thread returns: the file, and every block's compressed size in order.
-type Compressed = (BufWriter<File>, Vec<u32>);
+/// A raw block on its way to the compressing thread, with the table it belongs to.
+type RawBlock = (usize, Vec<u8>);
 
-/// Writes a lookup file table by table, each in ascending key order. Blocks are compressed and
-/// written by a second thread, in order, while this one encodes the next.
+/// What the compressing thread returns: the file, and the table and compressed size of every
+/// block, in file order.
+type Compressed = (BufWriter<File>, Vec<(usize, u32)>);
+
+/// Writes a lookup file. Each table is filled by its own [`TableWriter`] (on any thread), in
+/// ascending key order; one thread compresses and writes the blocks of all tables in the order
+/// they arrive, so the blocks of the tables interleave in the file (the index has every offset).
 struct Writer {
     path: PathBuf,
-    raw_blocks: Option<SyncSender<Vec<u8>>>,
+    raw_blocks: Option<SyncSender<RawBlock>>,
     compressing: Option<JoinHandle<std::io::Result<Compressed>>>,
-    tables: Vec<Table>,
-    block: Vec<u8>,
-    first_key: Vec<u8>,
-    last_key: Vec<u8>,
-    entry: Vec<u8>,
 }
 
 impl Writer {
@@ -140,50 +140,112 @@ impl Writer {
         let io = |source| LookupError::Io { path: path.to_owned(), source };
         let file = File::create(path).map_err(io)?;
         let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
-        let (raw_blocks, received) = sync_channel::<Vec<u8>>(8);
+        let (raw_blocks, received) = sync_channel::<RawBlock>(8);
         let compressing = std::thread::spawn(move || {
             let mut out = BufWriter::with_capacity(1 << 20, file);
             let mut sizes = Vec::new();
-            for raw in received {
+            for (table, raw) in received {
                 let compressed = compressor.compress(&raw)?;
                 out.write_all(&compressed)?;
-                sizes.push(compressed.len() as u32);
+                sizes.push((table, compressed.len() as u32));
             }
             Ok((out, sizes))
         });
-        Ok(Writer {
-            path: path.to_owned(),
-            raw_blocks: Some(raw_blocks),
-            compressing: Some(compressing),
-            tables: Vec::new(),
+        Ok(Writer { path: path.to_owned(), raw_blocks: Some(raw_blocks), compressing: Some(compressing) })
+    }
+
+    /// The writer of table number `id` (tables are numbered from 0 in index order).
+    fn table(&self, id: usize, key_width: usize) -> TableWriter {
+        TableWriter {
+            id,
+            path: self.path.clone(),
+            raw_blocks: self.raw_blocks.clone().expect("open until finish"),
+            table: Table::new(key_width),
             block: Vec::with_capacity(2 * BLOCK_BYTES),
             first_key: Vec::new(),
             last_key: Vec::new(),
             entry: Vec::new(),
-        })
+        }
     }
 
-    fn begin_table(&mut self, key_width: usize) -> Result<(), LookupError> {
-        self.flush_block()?;
-        self.tables.push(Table::new(key_width));
-        self.last_key.clear();
-        Ok(())
+    /// Stops the compressing thread: the file and the compressed sizes of all blocks.
+    fn done(&mut self) -> Result<Compressed, LookupError> {
+        drop(self.raw_blocks.take());
+        let thread = self.compressing.take().expect("done once");
+        let result = thread.join().unwrap_or_else(|_| Err(std::io::Error::other("the compressing thread panicked")));
+        result.map_err(|source| LookupError::Io { path: self.path.clone(), source })
     }
 
+    /// Writes the index of `tables` (the finished table writers' indexes, in order) and the footer.
+    fn finish(mut self, mut tables: Vec<Table>, build_id: &str) -> Result<(), LookupError> {
+        let (mut out, sizes) = self.done()?;
+        let mut next = vec![0; tables.len()];
+        let mut offset = 0u64;
+        for (table, compressed) in sizes {
+            let block = &mut tables[table].blocks[next[table]];
+            (block.offset, block.compressed) = (offset, compressed);
+            next[table] += 1;
+            offset += u64::from(compressed);
+        }
+        let mut index = Vec::new();
+        put_varint(&mut index, tables.len() as u64);
+        for table in &tables {
+            put_varint(&mut index, table.key_width as u64);
+            put_varint(&mut index, table.rows);
+            put_varint(&mut index, table.blocks.len() as u64);
+            for (i, block) in table.blocks.iter().enumerate() {
+                index.extend_from_slice(table.first_key(i));
+                put_varint(&mut index, block.offset);
+                put_varint(&mut index, u64::from(block.compressed));
+                put_varint(&mut index, u64::from(block.raw));
+            }
+        }
+        put_varint(&mut index, build_id.len() as u64);
+        index.extend_from_slice(build_id.as_bytes());
+        index.extend_from_slice(&offset.to_le_bytes());
+        index.extend_from_slice(MAGIC);
+        let io = |source| LookupError::Io { path: self.path.clone(), source };
+        out.write_all(&index).map_err(io)?;
+        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.compressing.is_some() {
+            let _ = self.done();
+        }
+    }
+}
+
+/// Fills one table of a lookup file: rows in ascending key order, cut into blocks that go to the
+/// compressing thread.
+struct TableWriter {
+    id: usize,
+    path: PathBuf,
+    raw_blocks: SyncSender<RawBlock>,
+    table: Table,
+    block: Vec<u8>,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+    entry: Vec<u8>,
+}
+
+impl TableWriter {
     /// Appends one row under `key`, which must be greater than the previous key of the table.
     fn put(&mut self, key: &str, cells: &[Option<&str>]) -> Result<(), LookupError> {
-        let table = self.tables.last_mut().expect("a table was begun");
-        if key.len() != table.key_width || key.as_bytes() <= self.last_key.as_slice() {
+        if key.len() != self.table.key_width || key.as_bytes() <= self.last_key.as_slice() {
             return Err(LookupError::Invalid {
                 path: self.path.clone(),
                 reason: format!(
                     "key {key:?} after {:?}: keys must be unique, ascending and {} bytes wide",
                     String::from_utf8_lossy(&self.last_key),
-                    table.key_width
+                    self.table.key_width
                 ),
             });
         }
-        table.rows += 1;
+        self.table.rows += 1;
         self.last_key.clear();
         self.last_key.extend_from_slice(key.as_bytes());
         if self.block.is_empty() {
@@ -205,63 +267,21 @@ impl Writer {
         if self.block.is_empty() {
             return Ok(());
         }
-        let table = self.tables.last_mut().expect("a table was begun");
-        table.first_keys.extend_from_slice(&self.first_key);
+        self.table.first_keys.extend_from_slice(&self.first_key);
         // The offset and compressed size are known once the compressing thread is done.
-        table.blocks.push(BlockRef { offset: 0, compressed: 0, raw: self.block.len() as u32 });
+        self.table.blocks.push(BlockRef { offset: 0, compressed: 0, raw: self.block.len() as u32 });
         let raw = std::mem::replace(&mut self.block, Vec::with_capacity(2 * BLOCK_BYTES));
-        let sent = self.raw_blocks.as_ref().expect("open until finish").send(raw);
-        if sent.is_err() {
-            // The compressing thread stopped on an I/O error: `done` returns it.
-            self.done()?;
-        }
-        Ok(())
+        // The compressing thread only stops early on an I/O error, which `Writer::done` returns.
+        self.raw_blocks.send((self.id, raw)).map_err(|_| LookupError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other("the compressing thread stopped"),
+        })
     }
 
-    /// Stops the compressing thread: the file and the compressed sizes of all blocks.
-    fn done(&mut self) -> Result<Compressed, LookupError> {
-        drop(self.raw_blocks.take());
-        let thread = self.compressing.take().expect("done once");
-        let result = thread.join().unwrap_or_else(|_| Err(std::io::Error::other("the compressing thread panicked")));
-        result.map_err(|source| LookupError::Io { path: self.path.clone(), source })
-    }
-
-    fn finish(mut self, build_id: &str) -> Result<(), LookupError> {
+    /// Sends the last block; the table's index (offsets still to be filled in by `Writer::finish`).
+    fn finish(mut self) -> Result<Table, LookupError> {
         self.flush_block()?;
-        let (mut out, sizes) = self.done()?;
-        let mut sizes = sizes.into_iter();
-        let mut offset = 0u64;
-        let mut index = Vec::new();
-        put_varint(&mut index, self.tables.len() as u64);
-        for table in &mut self.tables {
-            put_varint(&mut index, table.key_width as u64);
-            put_varint(&mut index, table.rows);
-            put_varint(&mut index, table.blocks.len() as u64);
-            for i in 0..table.blocks.len() {
-                let compressed = sizes.next().expect("one size per block");
-                index.extend_from_slice(table.first_key(i));
-                put_varint(&mut index, offset);
-                put_varint(&mut index, u64::from(compressed));
-                put_varint(&mut index, u64::from(table.blocks[i].raw));
-                offset += u64::from(compressed);
-            }
-        }
-        put_varint(&mut index, build_id.len() as u64);
-        index.extend_from_slice(build_id.as_bytes());
-        index.extend_from_slice(&offset.to_le_bytes());
-        index.extend_from_slice(MAGIC);
-        let io = |source| LookupError::Io { path: self.path.clone(), source };
-        out.write_all(&index).map_err(io)?;
-        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(io)
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        if self.compressing.is_some() {
-            let _ = self.done();
-        }
+        Ok(self.table)
     }
 }
 
@@ -446,10 +466,7 @@ pub fn write_lookup(dataset: &Path, out: &Path) -> Result<(), LookupError> {
 }
 
 fn write_to(dataset: &Path, tmp: &Path) -> Result<(), LookupError> {
-    let err = |context: &str| {
-        let context = context.to_owned();
-        move |source| LookupError::Dataset { context, source }
-    };
+    let err = query_error;
     let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(err("opening"))?;
     let conn = Connection::open_with_flags(dataset, config).map_err(err("opening"))?;
     // Insertion order is key order (the transform wrote every served table sorted); the writer
@@ -459,8 +476,34 @@ fn write_to(dataset: &Path, tmp: &Path) -> Result<(), LookupError> {
         .query_row("SELECT value FROM metadata WHERE key = 'build_id'", [], |r| r.get(0))
         .map_err(err("reading the build id"))?;
     let mut writer = Writer::create(tmp)?;
+    // The two tables are written at once, each from its own connection: their blocks interleave
+    // in the file.
+    let (mut establishments, mut companies) = (writer.table(0, 14), writer.table(1, 8));
+    let other = conn.try_clone().map_err(err("connecting"))?;
+    let (written, companies_written) = std::thread::scope(|scope| {
+        let thread = scope.spawn(move || write_establishments(&other, &mut establishments).map(|()| establishments));
+        let companies_written = write_companies(&conn, &mut companies);
+        (thread.join().expect("the establishments' thread does not panic"), companies_written)
+    });
+    let tables = written.and_then(|establishments| {
+        companies_written?;
+        Ok(vec![establishments.finish()?, companies.finish()?])
+    });
+    match tables {
+        Ok(tables) => writer.finish(tables, &build_id),
+        // An I/O error of the compressing thread explains a table writer's error: it goes first.
+        Err(e) => Err(writer.done().err().unwrap_or(e)),
+    }
+}
 
-    writer.begin_table(14)?;
+fn query_error(context: &str) -> impl FnOnce(duckdb::Error) -> LookupError {
+    let context = context.to_owned();
+    move |source| LookupError::Dataset { context, source }
+}
+
+/// Every establishment by CNPJ, in the table's stored (key) order.
+fn write_establishments(conn: &Connection, writer: &mut TableWriter) -> Result<(), LookupError> {
+    let err = query_error;
     let mut stmt =
         conn.prepare(&format!("SELECT {ESTABLISHMENT} FROM estabelecimentos e")).map_err(err("establishments"))?;
     let mut rows = Cursor::new(stmt.stream_arrow([]).map_err(err("establishments"))?);
@@ -469,8 +512,12 @@ fn write_to(dataset: &Path, tmp: &Path) -> Result<(), LookupError> {
         writer.put(key, &rows.cells(0..rows.width()))?;
         rows.row += 1;
     }
+    Ok(())
+}
 
-    writer.begin_table(8)?;
+/// Every company by CNPJ base: a merge of the key-sorted tables that make its row.
+fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), LookupError> {
+    let err = query_error;
     let queries = [
         format!("SELECT c.cnpj_basico, {COMPANY} FROM empresas c"),
         "SELECT cnpj_basico, cnpj, matriz_filial FROM estabelecimentos".to_owned(),
@@ -543,7 +590,7 @@ fn write_to(dataset: &Path, tmp: &Path) -> Result<(), LookupError> {
         let refs: Vec<Option<&str>> = cells.iter().map(|c| c.as_deref()).collect();
         writer.put(&key, &refs)?;
     }
-    writer.finish(&build_id)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -553,21 +600,31 @@ mod tests {
     fn check(rows: &[(&str, Vec<Option<&str>>)]) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.lookup");
-        let mut writer = Writer::create(&path).unwrap();
-        writer.begin_table(14).unwrap();
-        for (key, cells) in rows {
-            writer.put(key, cells).unwrap();
-        }
-        writer.begin_table(8).unwrap();
-        writer.put("00000001", &[Some("company")]).unwrap();
-        writer.finish("build-1").unwrap();
+        let writer = Writer::create(&path).unwrap();
+        let (mut establishments, mut companies) = (writer.table(0, 14), writer.table(1, 8));
+        // Both tables at once, as the build writes them: their blocks interleave in the file.
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for (key, cells) in rows {
+                    establishments.put(key, cells).unwrap();
+                }
+            });
+            for i in 0..2_000 {
+                companies.put(&format!("{i:08}"), &[Some("company"), Some(&"y".repeat(i % 200))]).unwrap();
+            }
+        });
+        writer.finish(vec![establishments.finish().unwrap(), companies.finish().unwrap()], "build-1").unwrap();
         let lookup = Lookup::open(&path).unwrap();
         assert_eq!(lookup.build_id, "build-1");
         for (key, cells) in rows {
             let expected: TextRow = cells.iter().map(|c| c.map(str::to_owned)).collect();
             assert_eq!(lookup.establishment(key).unwrap(), Some(expected), "{key}");
         }
-        assert_eq!(lookup.company("00000001").unwrap(), Some(vec![Some("company".to_owned())]));
+        for i in [0, 1, 777, 1_999] {
+            let expected = vec![Some("company".to_owned()), Some("y".repeat(i % 200))];
+            assert_eq!(lookup.company(&format!("{i:08}")).unwrap(), Some(expected));
+        }
+        assert_eq!(lookup.company("00002000").unwrap(), None);
         for absent in ["00000000000000", "99999999999999", "0000000000000", "00000000000001x"] {
             if !rows.iter().any(|(k, _)| *k == absent) {
                 assert_eq!(lookup.establishment(absent).unwrap(), None, "{absent}");
@@ -596,8 +653,8 @@ mod tests {
     #[test]
     fn keys_must_ascend() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = Writer::create(&dir.path().join("t.lookup")).unwrap();
-        writer.begin_table(8).unwrap();
+        let writer = Writer::create(&dir.path().join("t.lookup")).unwrap();
+        let mut writer = writer.table(0, 8);
         writer.put("00000002", &[]).unwrap();
         for bad in ["00000002", "00000001", "0000003"] {
             assert!(matches!(writer.put(bad, &[]), Err(LookupError::Invalid { .. })), "{bad}");
@@ -608,10 +665,9 @@ mod tests {
     fn a_truncated_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.lookup");
-        let mut writer = Writer::create(&path).unwrap();
-        writer.begin_table(14).unwrap();
-        writer.begin_table(8).unwrap();
-        writer.finish("b").unwrap();
+        let writer = Writer::create(&path).unwrap();
+        let tables = vec![writer.table(0, 14).finish().unwrap(), writer.table(1, 8).finish().unwrap()];
+        writer.finish(tables, "b").unwrap();
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
         assert!(matches!(Lookup::open(&path), Err(LookupError::Invalid { .. })));
