@@ -383,7 +383,10 @@ impl Store {
         let secundarios = s(4);
         let municipio = s(9);
         let (municipio_nome, municipio_ibge) = self.municipios.get(&municipio).cloned().unwrap_or_default();
-        let full_address = endereco_completo(&s(5), &s(6), &s(7), &s(8), &municipio_nome, &s(10), &s(11));
+        let (logradouro, numero, complemento, bairro, uf, cep) = (s(5), s(6), s(7), s(8), s(10), s(11));
+        let endereco_completo =
+            endereco_completo(&logradouro, &numero, &complemento, &bairro, &municipio_nome, &uf, &cep);
+        let (ddd, telefone) = (s(12), s(13));
         let matriz = s(16);
         let motivo = s(18);
         let pais = s(22);
@@ -408,24 +411,24 @@ impl Store {
                 .map(|codigo| SecondaryActivity { descricao: label("cnaes", codigo), codigo: codigo.to_owned() })
                 .collect(),
             endereco: Address {
-                logradouro: s(5),
-                numero: s(6),
-                complemento: s(7),
-                bairro: s(8),
+                logradouro,
+                numero,
+                complemento,
+                bairro,
                 municipio,
                 municipio_nome,
-                uf: s(10),
-                cep: s(11),
-                endereco_completo: full_address,
+                uf,
+                cep,
+                endereco_completo,
                 municipio_ibge,
                 nome_cidade_exterior: s(21),
                 pais: label("paises", &pais),
                 pais_code: pais,
             },
             contato: Contact {
-                telefone_formatado: telefone_formatado(&s(12), &s(13)),
-                ddd: s(12),
-                telefone: s(13),
+                telefone_formatado: telefone_formatado(&ddd, &telefone),
+                ddd,
+                telefone,
                 email: s(14),
                 ddd_2: s(23),
                 telefone_2: s(24),

@@ -466,20 +466,20 @@ pub fn write_lookup(dataset: &Path, out: &Path) -> Result<(), LookupError> {
 }
 
 fn write_to(dataset: &Path, tmp: &Path) -> Result<(), LookupError> {
-    let err = query_error;
-    let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(err("opening"))?;
-    let conn = Connection::open_with_flags(dataset, config).map_err(err("opening"))?;
+    let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(query_error("opening"))?;
+    let conn = Connection::open_with_flags(dataset, config).map_err(query_error("opening"))?;
     // Insertion order is key order (the transform wrote every served table sorted); the writer
     // checks that keys ascend.
-    conn.execute_batch("SET preserve_insertion_order = true; SET memory_limit = '1GB'").map_err(err("configuring"))?;
+    conn.execute_batch("SET preserve_insertion_order = true; SET memory_limit = '1GB'")
+        .map_err(query_error("configuring"))?;
     let build_id: String = conn
         .query_row("SELECT value FROM metadata WHERE key = 'build_id'", [], |r| r.get(0))
-        .map_err(err("reading the build id"))?;
+        .map_err(query_error("reading the build id"))?;
     let mut writer = Writer::create(tmp)?;
     // The two tables are written at once, each from its own connection: their blocks interleave
     // in the file.
     let (mut establishments, mut companies) = (writer.table(0, 14), writer.table(1, 8));
-    let other = conn.try_clone().map_err(err("connecting"))?;
+    let other = conn.try_clone().map_err(query_error("connecting"))?;
     let (written, companies_written) = std::thread::scope(|scope| {
         let thread = scope.spawn(move || write_establishments(&other, &mut establishments).map(|()| establishments));
         let companies_written = write_companies(&conn, &mut companies);
@@ -496,6 +496,7 @@ fn write_to(dataset: &Path, tmp: &Path) -> Result<(), LookupError> {
     }
 }
 
+/// Maps a DuckDB error to [`LookupError::Dataset`] with what was being read.
 fn query_error(context: &str) -> impl FnOnce(duckdb::Error) -> LookupError {
     let context = context.to_owned();
     move |source| LookupError::Dataset { context, source }
@@ -503,10 +504,10 @@ fn query_error(context: &str) -> impl FnOnce(duckdb::Error) -> LookupError {
 
 /// Every establishment by CNPJ, in the table's stored (key) order.
 fn write_establishments(conn: &Connection, writer: &mut TableWriter) -> Result<(), LookupError> {
-    let err = query_error;
-    let mut stmt =
-        conn.prepare(&format!("SELECT {ESTABLISHMENT} FROM estabelecimentos e")).map_err(err("establishments"))?;
-    let mut rows = Cursor::new(stmt.stream_arrow([]).map_err(err("establishments"))?);
+    let mut stmt = conn
+        .prepare(&format!("SELECT {ESTABLISHMENT} FROM estabelecimentos e"))
+        .map_err(query_error("establishments"))?;
+    let mut rows = Cursor::new(stmt.stream_arrow([]).map_err(query_error("establishments"))?);
     while rows.ready() {
         let key = rows.key().unwrap_or_default();
         writer.put(key, &rows.cells(0..rows.width()))?;
@@ -517,7 +518,6 @@ fn write_establishments(conn: &Connection, writer: &mut TableWriter) -> Result<(
 
 /// Every company by CNPJ base: a merge of the key-sorted tables that make its row.
 fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), LookupError> {
-    let err = query_error;
     let queries = [
         format!("SELECT c.cnpj_basico, {COMPANY} FROM empresas c"),
         "SELECT cnpj_basico, cnpj, matriz_filial FROM estabelecimentos".to_owned(),
@@ -525,14 +525,15 @@ fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), Lo
         "SELECT cnpj_basico, opcao_simples, opcao_mei FROM simples".to_owned(),
         format!("SELECT cnpj_basico, {PARTNER} FROM socios"),
     ];
-    let conns = queries.iter().map(|_| conn.try_clone()).collect::<Result<Vec<_>, _>>().map_err(err("connecting"))?;
+    let conns =
+        queries.iter().map(|_| conn.try_clone()).collect::<Result<Vec<_>, _>>().map_err(query_error("connecting"))?;
     let mut stmts = Vec::new();
     for (c, sql) in conns.iter().zip(&queries) {
-        stmts.push(c.prepare(sql).map_err(err("companies"))?);
+        stmts.push(c.prepare(sql).map_err(query_error("companies"))?);
     }
     let mut cursors = Vec::new();
     for stmt in &mut stmts {
-        cursors.push(Cursor::new(stmt.stream_arrow([]).map_err(err("companies"))?));
+        cursors.push(Cursor::new(stmt.stream_arrow([]).map_err(query_error("companies"))?));
     }
     let mut cells: Vec<Option<String>> = Vec::new();
     let mut partners: Vec<TextRow> = Vec::new();
