@@ -7,8 +7,8 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::time::Instant;
 
 use cnpj_load::{
-    Batch, EmpresaBatch, EstabelecimentoBatch, FileCounts, LabelBatch, LoadError, Loader, MunicipioBatch, Provenance,
-    RegimeBatch, RejectBatch, SimplesBatch, SocioBatch, SourceFile,
+    Batch, FileCounts, LabelBatch, LoadError, Loader, MunicipioBatch, Provenance, RejectBatch, RunWriter, Runs,
+    SourceFile, Spill,
 };
 use cnpj_model::FileKind;
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, LookupRow, RegimeRow, RejectRow, SimplesRow, SocioRow};
@@ -24,13 +24,22 @@ pub struct BuildOptions {
     pub db: PathBuf,
     /// DuckDB's memory limit, e.g. `"2GB"`.
     pub memory_limit: String,
-    /// Rows per Arrow batch handed to the loader.
+    /// Rows per Arrow batch handed to DuckDB.
     pub batch_rows: usize,
+    /// Bytes of encoded rows a member buffers before it sorts them and writes a run to disk;
+    /// members are read two at a time (one per core), so the build holds about twice this.
+    pub sort_buffer: usize,
 }
 
 impl BuildOptions {
     pub fn new(input: impl Into<PathBuf>, db: impl Into<PathBuf>) -> BuildOptions {
-        BuildOptions { input: input.into(), db: db.into(), memory_limit: "2GB".into(), batch_rows: 32_768 }
+        BuildOptions {
+            input: input.into(),
+            db: db.into(),
+            memory_limit: "2GB".into(),
+            batch_rows: 32_768,
+            sort_buffer: 256 << 20,
+        }
     }
 }
 
@@ -185,67 +194,56 @@ fn stream(
     Ok(count)
 }
 
-/// A main table's row and batch builder.
+/// A main table's row and the writer of its runs.
 trait Sink: Send {
-    fn push(
-        &mut self,
-        n: &mut Normalizer,
-        rec: Record<'_>,
-        cols: Option<TaxRegimeColumns>,
-        at: Provenance,
-    ) -> Result<(), Reject>;
-    fn len(&self) -> usize;
-    fn take(&mut self) -> Batch;
+    fn normalize(&mut self, n: &mut Normalizer, rec: Record<'_>, cols: Option<TaxRegimeColumns>) -> Result<(), Reject>;
+    /// Keeps the row last normalized.
+    fn keep(&mut self, at: Provenance) -> Result<(), LoadError>;
+    fn finish(self: Box<Self>) -> Result<Runs, LoadError>;
 }
 
 macro_rules! sink {
-    ($name:ident, $row:ty, $batch:ty, |$n:ident, $rec:ident, $cols:ident, $out:ident| $normalize:expr) => {
-        #[derive(Default)]
+    ($name:ident, $row:ty, |$n:ident, $rec:ident, $cols:ident, $out:ident| $normalize:expr) => {
         struct $name {
             row: $row,
-            batch: $batch,
+            runs: RunWriter<$row>,
         }
 
         impl Sink for $name {
-            fn push(
+            fn normalize(
                 &mut self,
                 $n: &mut Normalizer,
                 $rec: Record<'_>,
                 $cols: Option<TaxRegimeColumns>,
-                at: Provenance,
             ) -> Result<(), Reject> {
                 let $out = &mut self.row;
-                $normalize?;
-                self.batch.push(&self.row, at);
-                Ok(())
+                $normalize
             }
-            fn len(&self) -> usize {
-                self.batch.len()
+            fn keep(&mut self, at: Provenance) -> Result<(), LoadError> {
+                self.runs.push(&self.row, at)
             }
-            fn take(&mut self) -> Batch {
-                self.batch.take()
+            fn finish(self: Box<Self>) -> Result<Runs, LoadError> {
+                self.runs.finish()
             }
         }
     };
 }
 
-sink!(Empresas, EmpresaRow, EmpresaBatch, |n, rec, _c, out| n.empresa(&rec, out));
-sink!(Estabelecimentos, EstabelecimentoRow, EstabelecimentoBatch, |n, rec, _c, out| n.estabelecimento(&rec, out));
-sink!(Socios, SocioRow, SocioBatch, |n, rec, _c, out| n.socio(&rec, out));
-sink!(Simples, SimplesRow, SimplesBatch, |n, rec, _c, out| n.simples(&rec, out));
-sink!(Regimes, RegimeRow, RegimeBatch, |n, rec, cols, out| n.tax_regime(
-    &rec,
-    cols.expect("tax-regime files have a header"),
-    out
-));
+sink!(Empresas, EmpresaRow, |n, rec, _c, out| n.empresa(&rec, out));
+sink!(Estabelecimentos, EstabelecimentoRow, |n, rec, _c, out| n.estabelecimento(&rec, out));
+sink!(Socios, SocioRow, |n, rec, _c, out| n.socio(&rec, out));
+sink!(Simples, SimplesRow, |n, rec, _c, out| n.simples(&rec, out));
+sink!(Regimes, RegimeRow, |n, rec, cols, out| n.tax_regime(&rec, cols.expect("tax-regime files have a header"), out));
 
-fn sink_for(kind: FileKind) -> Box<dyn Sink> {
+fn sink_for(kind: FileKind, spill: &Spill) -> Box<dyn Sink> {
     match kind {
-        FileKind::Empresas => Box::<Empresas>::default(),
-        FileKind::Estabelecimentos => Box::<Estabelecimentos>::default(),
-        FileKind::Socios => Box::<Socios>::default(),
-        FileKind::Simples => Box::<Simples>::default(),
-        FileKind::TaxRegime => Box::<Regimes>::default(),
+        FileKind::Empresas => Box::new(Empresas { row: EmpresaRow::default(), runs: spill.writer() }),
+        FileKind::Estabelecimentos => {
+            Box::new(Estabelecimentos { row: EstabelecimentoRow::default(), runs: spill.writer() })
+        }
+        FileKind::Socios => Box::new(Socios { row: SocioRow::default(), runs: spill.writer() }),
+        FileKind::Simples => Box::new(Simples { row: SimplesRow::default(), runs: spill.writer() }),
+        FileKind::TaxRegime => Box::new(Regimes { row: RegimeRow::default(), runs: spill.writer() }),
         lookup => unreachable!("{lookup:?} is read before the main tables"),
     }
 }
@@ -259,23 +257,23 @@ fn send(tx: &SyncSender<Batch>, batch: Batch) -> Result<(), BuildError> {
     tx.send(batch).map_err(|_| BuildError::LoaderGone)
 }
 
-/// Streams one main member into batches on `tx`; returns (rows read, rows rejected).
+/// Streams one main member into sorted runs, its rejects into batches on `tx`; returns (rows
+/// read, rows rejected, runs).
 fn load_member(
     member: &Member,
     id: i32,
+    spill: &Spill,
     batch_rows: usize,
     tx: &SyncSender<Batch>,
     observer: &dyn Observer,
-) -> Result<(u64, u64), BuildError> {
+) -> Result<(u64, u64, Runs), BuildError> {
     let mut normalizer = Normalizer::default();
-    let mut sink = sink_for(member.kind);
+    let mut sink = sink_for(member.kind, spill);
     let mut rejects = RejectBatch::default();
     let mut rejected = 0;
     let read = stream(member, observer, id, |rec, line, index, cols| {
-        let at = provenance(id, index, rec);
-        match sink.push(&mut normalizer, rec, cols, at) {
-            Ok(()) if sink.len() >= batch_rows => send(tx, sink.take())?,
-            Ok(()) => {}
+        match sink.normalize(&mut normalizer, rec, cols) {
+            Ok(()) => sink.keep(provenance(id, index, rec))?,
             Err(reject) => {
                 rejected += 1;
                 rejects.push(&reject_row(id, line, &reject, rec));
@@ -286,9 +284,8 @@ fn load_member(
         }
         Ok(())
     })?;
-    send(tx, sink.take())?;
     send(tx, rejects.take())?;
-    Ok((read, rejected))
+    Ok((read, rejected, sink.finish()?))
 }
 
 /// A lookup member read whole (lookups are small): its rows, first occurrence of a code kept.
@@ -376,52 +373,84 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     timings.lookups = started.elapsed().as_secs_f64();
 
     let mut loader = Loader::create(&opts.db, &opts.memory_limit, rayon::current_num_threads())?;
+    let session = loader.session()?;
     for batch in [label_batch.take(), municipio_batch.take(), lookup_rejects.take()] {
-        loader.append(batch)?;
+        session.append(batch)?;
     }
 
-    observer.stage("loading the main tables");
+    observer.stage("sorting the main tables");
     let load_started = Instant::now();
+    let spill = loader.spill(opts.sort_buffer)?;
+    // Establishments first: the biggest table takes the longest to store, so it is stored while
+    // the other members are read. Biggest first within each part keeps both cores busy.
     let mut main: Vec<(&Member, i32)> =
         members.iter().zip(ids.iter().copied()).filter(|(m, _)| !m.kind.is_lookup()).collect();
-    // Biggest first keeps both cores busy to the end.
-    main.sort_by_key(|(m, _)| std::cmp::Reverse(m.size));
-    let (tx, rx) = sync_channel::<Batch>(4);
-    let (results, written) = std::thread::scope(|scope| {
-        let writer = scope.spawn(move || -> Result<Loader, LoadError> {
-            for batch in rx {
-                loader.append(batch)?;
-            }
-            Ok(loader)
-        });
-        let results: Vec<Result<SourceFile, BuildError>> = main
-            .par_iter()
-            .map_with(tx, |tx, &(member, id)| {
-                let (read, rejected) = load_member(member, id, opts.batch_rows, tx, observer)?;
-                Ok(SourceFile {
-                    id,
-                    zip: zip_name(member),
-                    member: member.name.clone(),
-                    kind: member.kind,
-                    rows_read: read,
-                    rows_rejected: rejected,
-                    lookup_counts: None,
+    main.sort_by_key(|(m, _)| (m.kind != FileKind::Estabelecimentos, std::cmp::Reverse(m.size)));
+    let split = main.iter().take_while(|(m, _)| m.kind == FileKind::Estabelecimentos).count();
+    let (establishments, others) = main.split_at(split);
+    let establishments_session = loader.session()?;
+    let read =
+        |members: &[(&Member, i32)], tx: SyncSender<Batch>| -> Result<(Vec<SourceFile>, Vec<Runs>), BuildError> {
+            let results: Vec<Result<(SourceFile, Runs), BuildError>> = members
+                .par_iter()
+                .map_with(tx, |tx, &(member, id)| {
+                    let (read, rejected, runs) = load_member(member, id, &spill, opts.batch_rows, tx, observer)?;
+                    let file = SourceFile {
+                        id,
+                        zip: zip_name(member),
+                        member: member.name.clone(),
+                        kind: member.kind,
+                        rows_read: read,
+                        rows_rejected: rejected,
+                        lookup_counts: None,
+                    };
+                    Ok((file, runs))
                 })
-            })
-            .collect();
-        (results, writer.join().expect("the writer thread does not panic"))
+                .collect();
+            Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().unzip())
+        };
+    let (tx, rx) = sync_channel::<Batch>(4);
+    let (written, read_first, read_others, stored_first) = std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> Result<(), LoadError> {
+            for batch in rx {
+                session.append(batch)?;
+            }
+            Ok(())
+        });
+        let (read_first, store_first) = match read(establishments, tx.clone()) {
+            Ok((files, runs)) => {
+                let store = scope.spawn(move || establishments_session.store(runs, opts.batch_rows));
+                (Ok(files), Some(store))
+            }
+            Err(e) => (Err(e), None),
+        };
+        // The writer stops once every sender is gone: `read` takes its own.
+        let read_others = match read_first {
+            Ok(_) => read(others, tx),
+            Err(_) => {
+                drop(tx);
+                Ok(Default::default())
+            }
+        };
+        let written = writer.join().expect("the writer thread does not panic");
+        let stored_first = store_first.map(|store| store.join().expect("a store does not panic"));
+        (written, read_first, read_others, stored_first)
     });
     // A loader error explains a worker's LoaderGone, so it goes first.
-    let mut loader = written?;
-    let mut files: Vec<SourceFile> = lookups.into_iter().map(|l| l.file).collect();
-    for result in results {
-        files.push(result?);
-    }
+    written?;
+    let (mut files, mut runs) = (read_first?, Vec::new());
+    let (other_files, other_runs) = read_others?;
+    files.extend(other_files);
+    runs.extend(other_runs);
+    files.extend(lookups.into_iter().map(|l| l.file));
     files.sort_by_key(|f| f.id);
     timings.load = load_started.elapsed().as_secs_f64();
 
-    observer.stage("deduplicating, indexing and reconciling");
+    observer.stage("merging into the served tables and reconciling");
     let transform_started = Instant::now();
+    let stored_others = loader.session()?.store(runs, opts.batch_rows)?;
+    let stored_first = stored_first.expect("establishments are stored once read")?;
+    loader.record(vec![stored_first, stored_others]);
     let summary = loader.transform(files)?;
     timings.transform = transform_started.elapsed().as_secs_f64();
 

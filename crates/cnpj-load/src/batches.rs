@@ -1,41 +1,59 @@
-//! Arrow record batches of normalized rows, one builder type per staging table. The staging
-//! tables' DDL is derived from the same column lists, so the two cannot drift apart.
+//! Arrow record batches of normalized rows, one builder type per table, and the byte encoding of
+//! the main tables' rows in sorted runs (`runs.rs`). The DDL and the run codec are derived from
+//! the same column lists as the builders, so the three cannot drift apart.
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Date32Builder, Int32Builder, Int64Builder, StringBuilder};
+use arrow::array::{
+    ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
+};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use cnpj_model::rows::{
     EmpresaRow, EstabelecimentoRow, LabelRow, MunicipioRow, RegimeRow, RejectRow, SimplesRow, SocioRow,
 };
 
-/// Where a row comes from: the source file's id and its global reading-order position.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a row comes from: the source file's id, its global reading-order position and a hash
+/// of its raw record (two duplicates "differ" when their hashes do).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Provenance {
     pub source_file: i32,
     pub seq: i64,
     pub row_hash: i64,
 }
 
-/// A record batch bound for one staging table.
+/// A record batch bound for one table.
 #[derive(Debug)]
 pub struct Batch {
     pub table: &'static str,
     pub data: RecordBatch,
 }
 
-trait Column {
+/// How a row field of type `V` becomes an Arrow column (and a DuckDB column).
+trait Column<V> {
     type Builder;
-    const TYPE: DataType;
+    fn data_type() -> DataType;
     fn builder() -> Self::Builder;
-    fn push(builder: &mut Self::Builder, value: &Self);
+    fn push(builder: &mut Self::Builder, value: &V);
     fn finish(builder: &mut Self::Builder) -> ArrayRef;
 }
 
-impl Column for String {
+/// Text, `NULL` for `None`.
+struct Text;
+/// Days since 1970-01-01.
+struct Date;
+struct Int;
+struct BigInt;
+/// An exact decimal with two places, written `123.45`, as DECIMAL(18, 2).
+struct Money;
+/// A comma-separated list of codes, as a list of text (`[]` for `""`).
+struct Codes;
+
+impl Column<String> for Text {
     type Builder = StringBuilder;
-    const TYPE: DataType = DataType::Utf8;
+    fn data_type() -> DataType {
+        DataType::Utf8
+    }
     fn builder() -> StringBuilder {
         StringBuilder::new()
     }
@@ -47,9 +65,11 @@ impl Column for String {
     }
 }
 
-impl Column for Option<String> {
+impl Column<Option<String>> for Text {
     type Builder = StringBuilder;
-    const TYPE: DataType = DataType::Utf8;
+    fn data_type() -> DataType {
+        DataType::Utf8
+    }
     fn builder() -> StringBuilder {
         StringBuilder::new()
     }
@@ -61,10 +81,11 @@ impl Column for Option<String> {
     }
 }
 
-/// Dates: days since 1970-01-01.
-impl Column for Option<i32> {
+impl Column<Option<i32>> for Date {
     type Builder = Date32Builder;
-    const TYPE: DataType = DataType::Date32;
+    fn data_type() -> DataType {
+        DataType::Date32
+    }
     fn builder() -> Date32Builder {
         Date32Builder::new()
     }
@@ -76,9 +97,11 @@ impl Column for Option<i32> {
     }
 }
 
-impl Column for i32 {
+impl Column<i32> for Int {
     type Builder = Int32Builder;
-    const TYPE: DataType = DataType::Int32;
+    fn data_type() -> DataType {
+        DataType::Int32
+    }
     fn builder() -> Int32Builder {
         Int32Builder::new()
     }
@@ -90,9 +113,11 @@ impl Column for i32 {
     }
 }
 
-impl Column for i64 {
+impl Column<i64> for BigInt {
     type Builder = Int64Builder;
-    const TYPE: DataType = DataType::Int64;
+    fn data_type() -> DataType {
+        DataType::Int64
+    }
     fn builder() -> Int64Builder {
         Int64Builder::new()
     }
@@ -104,29 +129,126 @@ impl Column for i64 {
     }
 }
 
+impl Column<bool> for bool {
+    type Builder = BooleanBuilder;
+    fn data_type() -> DataType {
+        DataType::Boolean
+    }
+    fn builder() -> BooleanBuilder {
+        BooleanBuilder::new()
+    }
+    fn push(b: &mut BooleanBuilder, v: &bool) {
+        b.append_value(*v);
+    }
+    fn finish(b: &mut BooleanBuilder) -> ArrayRef {
+        Arc::new(b.finish())
+    }
+}
+
+impl Column<Option<String>> for Money {
+    type Builder = Decimal128Builder;
+    fn data_type() -> DataType {
+        DataType::Decimal128(18, 2)
+    }
+    fn builder() -> Decimal128Builder {
+        Decimal128Builder::new().with_data_type(Self::data_type())
+    }
+    fn push(b: &mut Decimal128Builder, v: &Option<String>) {
+        b.append_option(v.as_deref().map(cents));
+    }
+    fn finish(b: &mut Decimal128Builder) -> ArrayRef {
+        Arc::new(b.finish())
+    }
+}
+
+/// `"1061004829.23"` → 106100482923. The normalizer writes exactly this form (digits, a point,
+/// two places, an optional leading `-`).
+fn cents(text: &str) -> i128 {
+    let (negative, digits) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
+    let value = digits.bytes().filter(u8::is_ascii_digit).fold(0i128, |n, d| n * 10 + i128::from(d - b'0'));
+    if negative { -value } else { value }
+}
+
+impl Column<String> for Codes {
+    type Builder = ListBuilder<StringBuilder>;
+    fn data_type() -> DataType {
+        DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
+    }
+    fn builder() -> ListBuilder<StringBuilder> {
+        ListBuilder::new(StringBuilder::new())
+    }
+    fn push(b: &mut ListBuilder<StringBuilder>, v: &String) {
+        if !v.is_empty() {
+            v.split(',').for_each(|code| b.values().append_value(code));
+        }
+        b.append(true);
+    }
+    fn finish(b: &mut ListBuilder<StringBuilder>) -> ArrayRef {
+        Arc::new(b.finish())
+    }
+}
+
 fn duckdb_type(t: &DataType) -> &'static str {
     match t {
         DataType::Utf8 => "VARCHAR",
         DataType::Date32 => "DATE",
         DataType::Int32 => "INTEGER",
         DataType::Int64 => "BIGINT",
-        other => unreachable!("no staging column of type {other}"),
+        DataType::Boolean => "BOOLEAN",
+        DataType::Decimal128(18, 2) => "DECIMAL(18, 2)",
+        DataType::List(_) => "VARCHAR[]",
+        other => unreachable!("no column of type {other}"),
     }
 }
 
-/// `CREATE TABLE` for a staging table with the given Arrow schema.
-pub(crate) fn staging_ddl(table: &str, schema: &Schema) -> String {
+/// `CREATE TABLE` for a table with the given Arrow schema.
+pub(crate) fn ddl(table: &str, schema: &Schema) -> String {
     let cols: Vec<String> =
         schema.fields().iter().map(|f| format!("{} {}", f.name(), duckdb_type(f.data_type()))).collect();
-    format!("CREATE TEMP TABLE {table} ({})", cols.join(", "))
+    format!("CREATE TABLE {table} ({})", cols.join(", "))
 }
 
-macro_rules! staging_table {
-    ($(#[$doc:meta])* $batch:ident, $row:ty, $table:literal, [$($field:ident: $ty:ty),* $(,)?] $(, provenance $($p:ident)?)?) => {
+/// The column kind a field type gets unless its table says otherwise.
+trait Plain: Sized {
+    type Col: Column<Self>;
+}
+impl Plain for String {
+    type Col = Text;
+}
+impl Plain for Option<String> {
+    type Col = Text;
+}
+impl Plain for Option<i32> {
+    type Col = Date;
+}
+impl Plain for i32 {
+    type Col = Int;
+}
+impl Plain for i64 {
+    type Col = BigInt;
+}
+impl Plain for bool {
+    type Col = bool;
+}
+
+macro_rules! col {
+    ($ty:ty) => {
+        <$ty as Plain>::Col
+    };
+    ($ty:ty, $col:ty) => {
+        $col
+    };
+}
+
+/// A batch builder per table: `served` tables get the provenance columns (`source_file`, `seq`)
+/// and a run codec for their rows; the others are staging tables for small inputs.
+macro_rules! table {
+    ($(#[$doc:meta])* $batch:ident, $row:ty, $table:literal,
+     [$($field:ident: $ty:ty $(as $col:ty)?),* $(,)?] $(, $served:ident)?) => {
         $(#[$doc])*
         pub struct $batch {
-            $($field: <$ty as Column>::Builder,)*
-            $($($p)? source_file: Int32Builder, seq: Int64Builder, row_hash: Int64Builder,)?
+            $($field: <col!($ty $(, $col)?) as Column<$ty>>::Builder,)*
+            $($served: (Int32Builder, Int64Builder),)?
             len: usize,
         }
 
@@ -139,23 +261,26 @@ macro_rules! staging_table {
         impl Default for $batch {
             fn default() -> Self {
                 $batch {
-                    $($field: <$ty as Column>::builder(),)*
-                    $($($p)? source_file: Int32Builder::new(), seq: Int64Builder::new(), row_hash: Int64Builder::new(),)?
+                    $($field: <col!($ty $(, $col)?) as Column<$ty>>::builder(),)*
+                    $($served: (Int32Builder::new(), Int64Builder::new()),)?
                     len: 0,
                 }
             }
         }
 
+        // Not every table's builder uses every method.
+        #[allow(dead_code)]
         impl $batch {
             pub const TABLE: &'static str = $table;
 
             pub fn schema() -> Schema {
                 #[allow(unused_mut)]
-                let mut fields = vec![$(Field::new(stringify!($field), <$ty as Column>::TYPE, true)),*];
-                $($($p)?
+                let mut fields =
+                    vec![$(Field::new(stringify!($field), <col!($ty $(, $col)?) as Column<$ty>>::data_type(), true)),*];
+                $(
+                let _ = stringify!($served);
                 fields.push(Field::new("source_file", DataType::Int32, false));
                 fields.push(Field::new("seq", DataType::Int64, false));
-                fields.push(Field::new("row_hash", DataType::Int64, false));
                 )?
                 Schema::new(fields)
             }
@@ -170,106 +295,145 @@ macro_rules! staging_table {
 
             /// Takes the rows pushed so far as a batch, leaving this builder empty.
             pub fn take(&mut self) -> Batch {
-                let columns: Vec<ArrayRef> = vec![
-                    $(<$ty as Column>::finish(&mut self.$field),)*
-                    $($($p)? Arc::new(self.source_file.finish()), Arc::new(self.seq.finish()), Arc::new(self.row_hash.finish()),)?
-                ];
+                #[allow(unused_mut)]
+                let mut columns: Vec<ArrayRef> =
+                    vec![$(<col!($ty $(, $col)?) as Column<$ty>>::finish(&mut self.$field),)*];
+                $(
+                columns.push(Arc::new(self.$served.0.finish()));
+                columns.push(Arc::new(self.$served.1.finish()));
+                )?
                 self.len = 0;
                 let data = RecordBatch::try_new(Arc::new(Self::schema()), columns).expect("columns match the schema");
                 Batch { table: $table, data }
             }
         }
 
-        staging_table!(@push $batch, $row, [$($field: $ty),*] $(, provenance $($p)?)?);
+        table!(@push $batch, $row, [$($field: $ty $(as $col)?),*] $(, $served)?);
     };
-    (@push $batch:ident, $row:ty, [$($field:ident: $ty:ty),*], provenance) => {
+    (@push $batch:ident, $row:ty, [$($field:ident: $ty:ty $(as $col:ty)?),*], $served:ident) => {
         impl $batch {
             pub fn push(&mut self, row: &$row, at: Provenance) {
-                $(<$ty as Column>::push(&mut self.$field, &row.$field);)*
-                self.source_file.append_value(at.source_file);
-                self.seq.append_value(at.seq);
-                self.row_hash.append_value(at.row_hash);
+                $(<col!($ty $(, $col)?) as Column<$ty>>::push(&mut self.$field, &row.$field);)*
+                self.$served.0.append_value(at.source_file);
+                self.$served.1.append_value(at.seq);
                 self.len += 1;
             }
         }
+
+        impl crate::runs::Served for $row {
+            type Batch = $batch;
+            fn encode(&self, out: &mut Vec<u8>) {
+                $(crate::runs::Codec::encode(&self.$field, out);)*
+            }
+            fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+                $(crate::runs::Codec::decode(&mut self.$field, input)?;)*
+                Some(())
+            }
+            fn push(batch: &mut $batch, row: &Self, at: Provenance) {
+                batch.push(row, at);
+            }
+            fn take(batch: &mut $batch) -> Batch {
+                batch.take()
+            }
+            fn len(batch: &$batch) -> usize {
+                batch.len()
+            }
+        }
     };
-    (@push $batch:ident, $row:ty, [$($field:ident: $ty:ty),*]) => {
+    (@push $batch:ident, $row:ty, [$($field:ident: $ty:ty $(as $col:ty)?),*]) => {
         impl $batch {
             pub fn push(&mut self, row: &$row) {
-                $(<$ty as Column>::push(&mut self.$field, &row.$field);)*
+                $(<col!($ty $(, $col)?) as Column<$ty>>::push(&mut self.$field, &row.$field);)*
                 self.len += 1;
             }
         }
     };
 }
 
-staging_table!(
+table!(
     /// Empresas rows.
-    EmpresaBatch, EmpresaRow, "stg_empresas",
+    EmpresaBatch, EmpresaRow, "empresas",
     [
         cnpj_basico: String, razao_social: String, razao_social_fold: String, natureza_juridica: String,
-        qualificacao_responsavel: String, capital_social: Option<String>, porte_empresa: String,
+        qualificacao_responsavel: String, capital_social: Option<String> as Money, porte_empresa: String,
         ente_federativo_responsavel: String,
     ],
-    provenance
+    served
 );
 
-staging_table!(
+table!(
     /// Estabelecimentos rows.
-    EstabelecimentoBatch, EstabelecimentoRow, "stg_estabelecimentos",
+    EstabelecimentoBatch, EstabelecimentoRow, "estabelecimentos",
     [
         cnpj: String, cnpj_basico: String, cnpj_ordem: String, cnpj_dv: String, matriz_filial: String,
         nome_fantasia: String, nome_fantasia_fold: String, situacao_cadastral: String,
         data_situacao_cadastral: Option<i32>, motivo_situacao_cadastral: String, nome_cidade_exterior: String,
-        pais: String, data_inicio_atividade: Option<i32>, cnae_fiscal: String, cnaes_secundarios: String,
+        pais: String, data_inicio_atividade: Option<i32>, cnae_fiscal: String, cnaes_secundarios: String as Codes,
         logradouro: String, numero: String, complemento: String, bairro: String, bairro_fold: String,
         cep: String, uf: String, municipio: String, ddd_1: String, telefone_1: String, ddd_2: String,
         telefone_2: String, ddd_fax: String, fax: String, email: String, situacao_especial: String,
         data_situacao_especial: Option<i32>,
     ],
-    provenance
+    served
 );
 
-staging_table!(
+table!(
     /// Socios rows.
-    SocioBatch, SocioRow, "stg_socios",
+    SocioBatch, SocioRow, "socios",
     [
         cnpj_basico: String, tipo: String, nome: String, documento: String, qualificacao: String,
         data_entrada: Option<i32>, pais: String, representante_legal: String, nome_representante: String,
         qualificacao_representante: String, faixa_etaria: String,
     ],
-    provenance
+    served
 );
 
-staging_table!(
+table!(
     /// Simples rows.
-    SimplesBatch, SimplesRow, "stg_simples",
+    SimplesBatch, SimplesRow, "simples",
     [
         cnpj_basico: String, opcao_simples: String, data_opcao_simples: Option<i32>,
         data_exclusao_simples: Option<i32>, opcao_mei: String, data_opcao_mei: Option<i32>,
         data_exclusao_mei: Option<i32>,
     ],
-    provenance
+    served
 );
 
-staging_table!(
-    /// Tax-regime rows.
-    RegimeBatch, RegimeRow, "stg_regimes",
+table!(
+    /// Tax-regime rows: every year of every company's regime.
+    RegimeBatch, RegimeRow, "regimes_tributarios",
     [cnpj_basico: String, cnpj: String, ano: i32, regime: String],
-    provenance
+    served
 );
 
-staging_table!(
+table!(
+    /// Later occurrences of a key, each with the file and position it was read at.
+    DuplicateBatch, DuplicateRow, "duplicates",
+    [tabela: String, chave: String, source_file: i32, seq: i64, differs_from_winner: bool]
+);
+
+table!(
     /// Rejected records.
     RejectBatch, RejectRow, "stg_rejects",
     [source_file: i32, line: i64, reason: String, record: String]
 );
 
-staging_table!(
+table!(
     /// Municipalities of the month.
     MunicipioBatch, MunicipioRow, "stg_municipios",
     [code: String, name: String, uf: String, ibge: Option<String>]
 );
+
+/// A later occurrence of a key (the `duplicates` table).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DuplicateRow {
+    pub tabela: String,
+    pub chave: String,
+    pub source_file: i32,
+    pub seq: i64,
+    /// Its raw record differs from the one that won.
+    pub differs_from_winner: bool,
+}
 
 /// Labels: not a plain row type (the table name is static and the locale an enum).
 #[derive(Debug, Default)]
@@ -300,14 +464,17 @@ impl LabelBatch {
     }
 }
 
-/// Every staging table with its schema, for the DDL.
-pub(crate) fn staging_tables() -> Vec<(&'static str, Schema)> {
+/// Every table the loader creates before the input is read. None is `TEMP`: the loader's
+/// sessions (other connections) append to them too. The staging tables (`stg_*`, small inputs)
+/// are dropped by the transform.
+pub(crate) fn tables() -> Vec<(&'static str, Schema)> {
     vec![
         (EmpresaBatch::TABLE, EmpresaBatch::schema()),
         (EstabelecimentoBatch::TABLE, EstabelecimentoBatch::schema()),
         (SocioBatch::TABLE, SocioBatch::schema()),
         (SimplesBatch::TABLE, SimplesBatch::schema()),
         (RegimeBatch::TABLE, RegimeBatch::schema()),
+        (DuplicateBatch::TABLE, DuplicateBatch::schema()),
         (RejectBatch::TABLE, RejectBatch::schema()),
         (MunicipioBatch::TABLE, MunicipioBatch::schema()),
         (LabelBatch::TABLE, LabelBatch::schema()),
@@ -321,10 +488,18 @@ mod tests {
     #[test]
     fn ddl_follows_the_row_fields() {
         assert_eq!(
-            staging_ddl(RegimeBatch::TABLE, &RegimeBatch::schema()),
-            "CREATE TEMP TABLE stg_regimes (cnpj_basico VARCHAR, cnpj VARCHAR, ano INTEGER, regime VARCHAR, \
-             source_file INTEGER, seq BIGINT, row_hash BIGINT)"
+            ddl(RegimeBatch::TABLE, &RegimeBatch::schema()),
+            "CREATE TABLE regimes_tributarios (cnpj_basico VARCHAR, cnpj VARCHAR, ano INTEGER, regime VARCHAR, \
+             source_file INTEGER, seq BIGINT)"
         );
+        assert_eq!(
+            ddl(MunicipioBatch::TABLE, &MunicipioBatch::schema()),
+            "CREATE TABLE stg_municipios (code VARCHAR, name VARCHAR, uf VARCHAR, ibge VARCHAR)"
+        );
+        let empresas = ddl(EmpresaBatch::TABLE, &EmpresaBatch::schema());
+        assert!(empresas.contains("capital_social DECIMAL(18, 2)"), "{empresas}");
+        let estabelecimentos = ddl(EstabelecimentoBatch::TABLE, &EstabelecimentoBatch::schema());
+        assert!(estabelecimentos.contains("cnaes_secundarios VARCHAR[]"), "{estabelecimentos}");
     }
 
     #[test]
@@ -334,8 +509,31 @@ mod tests {
         b.push(&row, Provenance { source_file: 1, seq: 7, row_hash: 9 });
         b.push(&row, Provenance { source_file: 1, seq: 8, row_hash: 9 });
         let batch = b.take();
-        assert_eq!((batch.table, batch.data.num_rows(), batch.data.num_columns()), ("stg_simples", 2, 10));
+        assert_eq!((batch.table, batch.data.num_rows(), batch.data.num_columns()), ("simples", 2, 9));
         assert!(b.is_empty());
         assert_eq!(b.take().data.num_rows(), 0);
+    }
+
+    fn check_cents(text: &str, expected: i128) {
+        assert_eq!(cents(text), expected, "{text}");
+    }
+
+    #[test]
+    fn capital_becomes_cents() {
+        check_cents("1061004829.23", 106_100_482_923);
+        check_cents("0.00", 0);
+        check_cents("-10.50", -1050);
+        check_cents("9999999999999999.99", 999_999_999_999_999_999);
+    }
+
+    #[test]
+    fn secondary_codes_become_a_list() {
+        let mut b = <Codes as Column<String>>::builder();
+        for v in ["", "4711302,4712100"] {
+            <Codes as Column<String>>::push(&mut b, &v.to_owned());
+        }
+        let list = <Codes as Column<String>>::finish(&mut b);
+        let list = list.as_any().downcast_ref::<arrow::array::ListArray>().expect("a list");
+        assert_eq!((list.value_length(0), list.value_length(1)), (0, 2));
     }
 }

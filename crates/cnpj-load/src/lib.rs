@@ -1,14 +1,14 @@
-//! Writes a registry dataset into DuckDB: normalized rows are appended as Arrow record batches
-//! into staging tables, `sql/duckdb/transform.sql` builds the served tables (one winner per key,
-//! first in reading order) and their indexes, and the finished file is renamed over the target
-//! only when every count reconciles. Nothing else in the workspace writes a database.
+//! Writes a registry dataset into DuckDB: the main tables' rows are sorted into runs on disk and
+//! merged (one winner per key, first in reading order) straight into the served tables; small
+//! inputs (labels, municipalities, rejects) go through staging tables and
+//! `sql/duckdb/transform.sql`; the finished file is renamed over the target only when every
+//! count reconciles. Nothing else in the workspace writes a database.
 
 mod batches;
 mod loader;
 pub mod postgres;
+mod runs;
 
-pub use batches::{
-    Batch, EmpresaBatch, EstabelecimentoBatch, LabelBatch, MunicipioBatch, Provenance, RegimeBatch, RejectBatch,
-    SimplesBatch, SocioBatch,
-};
-pub use loader::{FileCounts, LoadError, LoadSummary, Loader, SourceFile, UnknownCode};
+pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch};
+pub use loader::{FileCounts, LoadError, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};
+pub use runs::{Keyed, RunWriter, Runs, Served, Spill};

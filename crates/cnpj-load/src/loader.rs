@@ -1,17 +1,20 @@
-//! The DuckDB loader: a temporary database file next to the target, appends, the SQL transform,
-//! reconciliation of counts, and the atomic rename that makes a finished build the served dataset.
+//! The DuckDB loader: a temporary database file next to the target, the merge of the sorted runs
+//! into the served tables, the SQL transform of the small inputs, reconciliation of counts, and
+//! the atomic rename that makes a finished build the served dataset.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use cnpj_model::FileKind;
+use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
 use duckdb::Connection;
 use serde::Serialize;
 
-use crate::batches::{Batch, staging_ddl, staging_tables};
+use crate::batches::{Batch, DuplicateBatch, ddl, tables};
+use crate::runs::{Codes, Keyed, Runs, Served, Spill, by_table, merge};
 
 const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
 const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
-const UNKNOWN_CODES: &str = include_str!("../../../sql/duckdb/unknown_codes.sql");
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -23,6 +26,8 @@ pub enum LoadError {
         "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
     )]
     Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
+    #[error("a merge stopped because its table's appender failed")]
+    Stopped,
 }
 
 fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
@@ -76,6 +81,8 @@ pub struct LoadSummary {
 /// so a failed build never touches the target.
 pub struct Loader {
     conn: Option<Connection>,
+    /// Rows per code met in the served tables, by lookup table (from the merges).
+    codes: Codes,
     tmp: PathBuf,
     target: PathBuf,
 }
@@ -100,17 +107,17 @@ impl Loader {
         }
         remove_abandoned_builds(dir, &name);
         let tmp = dir.join(format!(".{name}.building-{}", std::process::id()));
-        let mut loader = Loader { conn: None, tmp, target: target.to_owned() };
+        let mut loader = Loader { conn: None, codes: Codes::default(), tmp, target: target.to_owned() };
         loader.remove_tmp();
         let conn = Connection::open(&loader.tmp).map_err(db(format!("cannot create {}", loader.tmp.display())))?;
-        let mut setup = format!(
-            "SET memory_limit = '{memory_limit}'; SET threads = {threads}; SET preserve_insertion_order = false;"
-        );
-        for (table, schema) in staging_tables() {
-            setup.push_str(&staging_ddl(table, &schema));
+        // Insertion order stays on (DuckDB's default): the served tables are appended in key
+        // order, and without it DuckDB stores an appender's chunks out of order.
+        let mut setup = format!("SET memory_limit = '{memory_limit}'; SET threads = {threads};");
+        for (table, schema) in tables() {
+            setup.push_str(&ddl(table, &schema));
             setup.push(';');
         }
-        conn.execute_batch(&setup).map_err(db("creating the staging tables"))?;
+        conn.execute_batch(&setup).map_err(db("creating the tables"))?;
         loader.conn = Some(conn);
         Ok(loader)
     }
@@ -119,18 +126,31 @@ impl Loader {
         self.conn.as_ref().expect("the connection lives until commit")
     }
 
-    /// Appends one batch to its staging table.
-    pub fn append(&mut self, batch: Batch) -> Result<(), LoadError> {
-        if batch.data.num_rows() == 0 {
-            return Ok(());
-        }
-        let mut appender = self.conn().appender(batch.table).map_err(db(format!("appending to {}", batch.table)))?;
-        appender.append_record_batch(batch.data).map_err(db(format!("appending to {}", batch.table)))?;
-        appender.flush().map_err(db(format!("appending to {}", batch.table)))
+    /// A connection of its own to the dataset being built, for work done on another thread
+    /// (appending rejects, storing a table) while the loader does something else.
+    pub fn session(&self) -> Result<Session, LoadError> {
+        Ok(Session { conn: self.conn().try_clone().map_err(db("opening another connection"))? })
     }
 
-    /// Builds the served tables and indexes, then checks that, for every file, rows read =
-    /// loaded + duplicates + rejected.
+    /// Where the main tables' rows are sorted into runs, `buffer_bytes` per member at a time:
+    /// a folder beside the temporary database, deleted with it.
+    pub fn spill(&self, buffer_bytes: usize) -> Result<Spill, LoadError> {
+        let dir = self.runs_dir();
+        std::fs::create_dir_all(&dir).map_err(|source| LoadError::Io { path: dir.clone(), source })?;
+        Ok(Spill::new(dir, buffer_bytes))
+    }
+
+    fn runs_dir(&self) -> PathBuf {
+        PathBuf::from(format!("{}.runs", self.tmp.display()))
+    }
+
+    /// Keeps what the stores counted (the codes their rows carry) for the report's unknown codes.
+    pub fn record(&mut self, stored: Vec<Stored>) {
+        stored.into_iter().for_each(|Stored(codes)| self.codes.add(codes));
+    }
+
+    /// Once every table is stored: finishes the small tables (`transform.sql`), then checks
+    /// that, for every file, rows read = loaded + duplicates + rejected, and sums up the dataset.
     pub fn transform(&mut self, files: Vec<SourceFile>) -> Result<LoadSummary, LoadError> {
         let conn = self.conn();
         for statement in statements(TRANSFORM) {
@@ -140,6 +160,10 @@ impl Loader {
                 statement.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("--")).unwrap_or_default();
             tracing::debug!(statement = head, seconds = started.elapsed().as_secs_f64(), "transform");
         }
+        let step = |name: &str, started: std::time::Instant| {
+            tracing::debug!(step = name, seconds = started.elapsed().as_secs_f64(), "reconcile");
+        };
+        let started = std::time::Instant::now();
         let mut counts = std::collections::HashMap::new();
         {
             let mut stmt = conn.prepare(COUNTS).map_err(db("counting rows per file"))?;
@@ -160,6 +184,7 @@ impl Loader {
                 counts.insert(id, c);
             }
         }
+        step("counts", started);
         let mut summary = LoadSummary {
             files: Vec::new(),
             unknown_codes: Vec::new(),
@@ -199,11 +224,10 @@ impl Loader {
             .map_err(db("recording source_files"))?;
             summary.files.push((file, c));
         }
-        let mut stmt = conn.prepare(UNKNOWN_CODES).map_err(db("listing unknown codes"))?;
-        summary.unknown_codes = stmt
-            .query_map([], |r| Ok(UnknownCode { table: r.get(0)?, code: r.get(1)?, rows: r.get::<_, i64>(2)? as u64 }))
-            .and_then(|rows| rows.collect())
-            .map_err(db("listing unknown codes"))?;
+        let started = std::time::Instant::now();
+        summary.unknown_codes = self.unknown_codes()?;
+        step("unknown codes", started);
+        let started = std::time::Instant::now();
         summary.estabelecimentos_sem_empresa =
             conn.query_row(
                 "SELECT count(*) FROM estabelecimentos e WHERE NOT EXISTS \
@@ -212,6 +236,7 @@ impl Loader {
                 |r| r.get::<_, i64>(0),
             )
             .map_err(db("counting establishments without a company"))? as u64;
+        step("establishments without a company", started);
         for table in [
             "empresas",
             "estabelecimentos",
@@ -229,6 +254,33 @@ impl Loader {
             summary.tables.push((table.to_owned(), n as u64));
         }
         Ok(summary)
+    }
+
+    /// Codes met in the served tables that the month's lookup tables (or the fixed domains) do not
+    /// know, with the number of rows that carry each, by table and code. They keep their code and
+    /// get an empty label.
+    fn unknown_codes(&self) -> Result<Vec<UnknownCode>, LoadError> {
+        let mut known = HashSet::new();
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT tabela, codigo FROM labels WHERE locale = 'pt-br' UNION ALL SELECT 'municipios', code FROM municipios")
+            .map_err(db("reading the known codes"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(db("reading the known codes"))?;
+        for row in rows {
+            known.insert(row.map_err(db("reading the known codes"))?);
+        }
+        let mut unknown = Vec::new();
+        for (table, codes) in &self.codes.0 {
+            for (code, rows) in codes {
+                if !known.contains(&(table.to_string(), code.clone())) {
+                    unknown.push(UnknownCode { table: table.to_string(), code: code.clone(), rows: *rows });
+                }
+            }
+        }
+        unknown.sort_by(|a, b| (&a.table, &a.code).cmp(&(&b.table, &b.code)));
+        Ok(unknown)
     }
 
     /// Writes the metadata table, checkpoints and closes the file, lets `before_rename` read the
@@ -260,7 +312,102 @@ impl Loader {
         let _ = std::fs::remove_file(&self.tmp);
         let _ = std::fs::remove_file(format!("{name}.wal"));
         let _ = std::fs::remove_dir_all(format!("{name}.tmp"));
+        let _ = std::fs::remove_dir_all(self.runs_dir());
     }
+}
+
+/// A second connection to the dataset being built (see [`Loader::session`]).
+pub struct Session {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Session")
+    }
+}
+
+/// What storing some tables counted besides their rows (see [`Loader::record`]).
+#[derive(Debug)]
+pub struct Stored(Codes);
+
+impl Session {
+    /// Appends one batch to its table.
+    pub fn append(&self, batch: Batch) -> Result<(), LoadError> {
+        append(&self.conn, batch)
+    }
+
+    /// Merges the runs into their served tables, one table after the other, in batches of
+    /// `batch_rows`, and the later occurrences of keys into `duplicates`. Run files are deleted
+    /// once merged.
+    pub fn store(&self, runs: Vec<Runs>, batch_rows: usize) -> Result<Stored, LoadError> {
+        let mut codes = Codes::default();
+        let mut tables = by_table(runs);
+        let mut paths = |table: &str| tables.remove(table).unwrap_or_default();
+        let conn = &self.conn;
+        store::<EstabelecimentoRow>(conn, &paths(EstabelecimentoRow::TABLE), batch_rows, &mut codes)?;
+        store::<EmpresaRow>(conn, &paths(EmpresaRow::TABLE), batch_rows, &mut codes)?;
+        store::<SocioRow>(conn, &paths(SocioRow::TABLE), batch_rows, &mut codes)?;
+        store::<SimplesRow>(conn, &paths(SimplesRow::TABLE), batch_rows, &mut codes)?;
+        store::<RegimeRow>(conn, &paths(RegimeRow::TABLE), batch_rows, &mut codes)?;
+        Ok(Stored(codes))
+    }
+}
+
+fn append(conn: &Connection, batch: Batch) -> Result<(), LoadError> {
+    if batch.data.num_rows() == 0 {
+        return Ok(());
+    }
+    let mut appender = conn.appender(batch.table).map_err(db(format!("appending to {}", batch.table)))?;
+    appender.append_record_batch(batch.data).map_err(db(format!("appending to {}", batch.table)))?;
+    appender.flush().map_err(db(format!("appending to {}", batch.table)))
+}
+
+/// Merges one table's runs into it (and its later occurrences of keys into `duplicates`), then
+/// deletes the runs. The merge runs on a thread of its own and hands its batches to this one,
+/// which appends them: DuckDB's appender is the costlier half.
+fn store<T: Served>(
+    conn: &Connection,
+    paths: &[PathBuf],
+    batch_rows: usize,
+    codes: &mut Codes,
+) -> Result<(), LoadError> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let run_bytes: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let context = format!("appending to {}", T::TABLE);
+    let mut appender = conn.appender(T::TABLE).map_err(db(&context))?;
+    let mut duplicates = conn.appender(DuplicateBatch::TABLE).map_err(db("appending to duplicates"))?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
+    let rows = std::thread::scope(|scope| {
+        let merged = scope.spawn(move || {
+            merge::<T>(paths, batch_rows, codes, &mut |batch| tx.send(batch).map_err(|_| LoadError::Stopped))
+        });
+        let appended = rx.into_iter().try_for_each(|batch| match batch.table {
+            DuplicateBatch::TABLE => duplicates.append_record_batch(batch.data),
+            _ => appender.append_record_batch(batch.data),
+        });
+        let merged = merged.join().expect("a merge does not panic");
+        // An appender's error explains the merge's `Stopped`, so it goes first.
+        appended.map_err(db(&context))?;
+        merged
+    })?;
+    appender.flush().map_err(db(&context))?;
+    duplicates.flush().map_err(db("appending to duplicates"))?;
+    for path in paths {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::debug!(
+        table = T::TABLE,
+        runs = paths.len(),
+        run_bytes,
+        rows,
+        seconds = started.elapsed().as_secs_f64(),
+        "merged"
+    );
+    Ok(())
 }
 
 /// The statements of a SQL script, each with the comments before it: a statement ends with a line

@@ -47,7 +47,8 @@ fn days_from_civil(y: i32, m: i32, d: i32) -> i32 {
 }
 
 /// `capital_social`: decimal comma, two places, exact. `"1061004829,23"` → `"1061004829.23"`,
-/// `"000000010000,00"` → `"10000.00"`, `"5"` → `"5.00"`; empty or malformed → `None`.
+/// `"000000010000,00"` → `"10000.00"`, `"5"` → `"5.00"`; empty or malformed → `None`, and so is
+/// a value too big for the dataset's DECIMAL(18, 2) (more than 16 digits before the comma).
 pub fn capital(text: &str) -> Option<String> {
     let (negative, body) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -63,6 +64,9 @@ pub fn capital(text: &str) -> Option<String> {
     }
     let int = int.trim_start_matches('0');
     let int = if int.is_empty() { "0" } else { int };
+    if int.len() > 16 {
+        return None;
+    }
     let frac = format!("{frac:0<2}");
     let zero = int == "0" && frac == "00";
     Some(format!("{}{int}.{frac}", if negative && !zero { "-" } else { "" }))
@@ -192,6 +196,8 @@ mod tests {
                 ("1.000,00", None),
                 ("1,234", None),
                 ("abc", None),
+                ("9999999999999999,99", Some("9999999999999999.99".into())),
+                ("00099999999999999999,00", None),
             ],
         );
     }

@@ -1,0 +1,669 @@
+//! The external sort of the main tables. A member's rows are encoded into a buffer; a full buffer
+//! is sorted by key and written out as a run file. The runs of a table are then merged in key
+//! order, which is where one row per key is kept (the first read) and every later one becomes a
+//! duplicate, and the merged rows are appended straight into the served table: each value is
+//! stored by DuckDB once, already in key order.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
+
+use crate::LoadError;
+use crate::batches::{Batch, DuplicateBatch, DuplicateRow, Provenance};
+
+/// A row's sort key: its table's key bytes, zero-padded. The first 8 bytes are always the
+/// company (`cnpj_basico`), the group within which duplicates are looked for.
+pub type Key = [u8; 16];
+
+/// A served table's rows: how they sort and when two are the same row (contract §1).
+pub trait Keyed {
+    /// The served table.
+    const TABLE: &'static str;
+    /// The served order: empresas and simples by company, estabelecimentos by CNPJ, socios by
+    /// company (then reading order), regimes by company and year, latest first.
+    fn key(&self) -> Key;
+    /// Within a company, rows with the same identity are duplicates and the first read wins:
+    /// one row per company (empresas, simples) or CNPJ; socios only when fully identical;
+    /// regimes per (CNPJ, year, regime).
+    fn identity(&self, row_hash: i64, out: &mut Vec<u8>);
+    /// The key shown in the `duplicates` table.
+    fn chave(&self) -> String;
+    /// Every non-empty code of the row, with the lookup table that should know it.
+    fn codes(&self, _each: &mut dyn FnMut(&'static str, &str)) {}
+}
+
+/// A served table's row type, with its batch builder and run codec (made by `batches.rs`).
+pub trait Served: Keyed + Default + Send {
+    type Batch: Default + Send;
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()>;
+    fn push(batch: &mut Self::Batch, row: &Self, at: Provenance);
+    fn take(batch: &mut Self::Batch) -> Batch;
+    fn len(batch: &Self::Batch) -> usize;
+}
+
+fn key(parts: &[&[u8]]) -> Key {
+    let mut key = [0; 16];
+    let mut at = 0;
+    for part in parts {
+        key[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    key
+}
+
+impl Keyed for EmpresaRow {
+    const TABLE: &'static str = "empresas";
+    fn key(&self) -> Key {
+        key(&[self.cnpj_basico.as_bytes()])
+    }
+    fn identity(&self, _: i64, _: &mut Vec<u8>) {}
+    fn chave(&self) -> String {
+        self.cnpj_basico.clone()
+    }
+    fn codes(&self, each: &mut dyn FnMut(&'static str, &str)) {
+        each("naturezas", &self.natureza_juridica);
+        each("qualificacoes", &self.qualificacao_responsavel);
+        each("porte_empresa", &self.porte_empresa);
+    }
+}
+
+impl Keyed for EstabelecimentoRow {
+    const TABLE: &'static str = "estabelecimentos";
+    fn key(&self) -> Key {
+        key(&[self.cnpj.as_bytes()])
+    }
+    fn identity(&self, _: i64, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.cnpj.as_bytes());
+    }
+    fn chave(&self) -> String {
+        self.cnpj.clone()
+    }
+    fn codes(&self, each: &mut dyn FnMut(&'static str, &str)) {
+        each("cnaes", &self.cnae_fiscal);
+        if !self.cnaes_secundarios.is_empty() {
+            self.cnaes_secundarios.split(',').for_each(|code| each("cnaes", code));
+        }
+        each("motivos", &self.motivo_situacao_cadastral);
+        each("paises", &self.pais);
+        each("situacao_cadastral", &self.situacao_cadastral);
+        each("matriz_filial", &self.matriz_filial);
+        each("municipios", &self.municipio);
+    }
+}
+
+impl Keyed for SimplesRow {
+    const TABLE: &'static str = "simples";
+    fn key(&self) -> Key {
+        key(&[self.cnpj_basico.as_bytes()])
+    }
+    fn identity(&self, _: i64, _: &mut Vec<u8>) {}
+    fn chave(&self) -> String {
+        self.cnpj_basico.clone()
+    }
+}
+
+impl Keyed for SocioRow {
+    const TABLE: &'static str = "socios";
+    fn key(&self) -> Key {
+        key(&[self.cnpj_basico.as_bytes()])
+    }
+    fn identity(&self, row_hash: i64, out: &mut Vec<u8>) {
+        out.extend_from_slice(&row_hash.to_le_bytes());
+        for part in [&self.nome, &self.documento] {
+            out.extend_from_slice(part.as_bytes());
+            out.push(0);
+        }
+    }
+    fn chave(&self) -> String {
+        self.cnpj_basico.clone()
+    }
+    fn codes(&self, each: &mut dyn FnMut(&'static str, &str)) {
+        each("qualificacoes", &self.qualificacao);
+        each("qualificacoes", &self.qualificacao_representante);
+        each("paises", &self.pais);
+        each("tipo_socio", &self.tipo);
+        each("faixa_etaria", &self.faixa_etaria);
+    }
+}
+
+impl Keyed for RegimeRow {
+    const TABLE: &'static str = "regimes_tributarios";
+    fn key(&self) -> Key {
+        // Latest year first: the sign bit flipped makes the year's bytes sort as numbers, and the
+        // complement reverses them.
+        let year = !((self.ano as u32) ^ 0x8000_0000);
+        key(&[self.cnpj_basico.as_bytes(), &year.to_be_bytes()])
+    }
+    fn identity(&self, _: i64, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.cnpj.as_bytes());
+        out.extend_from_slice(&self.ano.to_le_bytes());
+        out.extend_from_slice(self.regime.as_bytes());
+    }
+    fn chave(&self) -> String {
+        format!("{}:{}:{}", self.cnpj, self.ano, self.regime)
+    }
+}
+
+/// A row field in a run file.
+pub(crate) trait Codec {
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()>;
+}
+
+fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, rest) = input.split_at_checked(n)?;
+    *input = rest;
+    Some(head)
+}
+
+/// Lengths are LEB128 varints: one byte below 128.
+fn put_len(out: &mut Vec<u8>, mut len: usize) {
+    while len >= 0x80 {
+        out.push((len as u8) | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+}
+
+fn take_len(input: &mut &[u8]) -> Option<usize> {
+    let mut len = 0usize;
+    for shift in (0..64).step_by(7) {
+        let byte = *take(input, 1)?.first()?;
+        len |= usize::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(len);
+        }
+    }
+    None
+}
+
+impl Codec for String {
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_len(out, self.len());
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        let n = take_len(input)?;
+        self.clear();
+        self.push_str(std::str::from_utf8(take(input, n)?).ok()?);
+        Some(())
+    }
+}
+
+/// The length plus one, `0` for `None`.
+impl Codec for Option<String> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Some(text) => {
+                put_len(out, text.len() + 1);
+                out.extend_from_slice(text.as_bytes());
+            }
+            None => out.push(0),
+        }
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        match take_len(input)? {
+            0 => *self = None,
+            n => {
+                let text = self.get_or_insert_default();
+                text.clear();
+                text.push_str(std::str::from_utf8(take(input, n - 1)?).ok()?);
+            }
+        }
+        Some(())
+    }
+}
+
+impl Codec for i32 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        *self = i32::from_le_bytes(take(input, 4)?.try_into().ok()?);
+        Some(())
+    }
+}
+
+impl Codec for Option<i32> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Some(v) => {
+                out.push(1);
+                v.encode(out);
+            }
+            None => out.push(0),
+        }
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        *self = match take(input, 1)?[0] {
+            0 => None,
+            _ => {
+                let mut v = 0;
+                v.decode(input)?;
+                Some(v)
+            }
+        };
+        Some(())
+    }
+}
+
+/// Where a build's runs are written, and how big a member's buffer grows before it is sorted and
+/// written out. Shared by the members read in parallel.
+#[derive(Clone, Debug)]
+pub struct Spill {
+    dir: Arc<PathBuf>,
+    next: Arc<AtomicUsize>,
+    buffer_bytes: usize,
+}
+
+impl Spill {
+    pub(crate) fn new(dir: PathBuf, buffer_bytes: usize) -> Spill {
+        Spill { dir: Arc::new(dir), next: Arc::new(AtomicUsize::new(0)), buffer_bytes }
+    }
+
+    /// A writer of one member's rows.
+    pub fn writer<T: Served>(&self) -> RunWriter<T> {
+        RunWriter {
+            spill: self.clone(),
+            buffer: Vec::new(),
+            index: Vec::new(),
+            record: Vec::new(),
+            runs: Vec::new(),
+            row: PhantomData,
+        }
+    }
+}
+
+/// A run file's record: the key, `seq`, the payload's length, then the payload: `source_file`,
+/// `row_hash` and the row's fields.
+const HEAD: usize = 16 + 8 + 4;
+
+/// Sorts one member's rows into runs.
+#[derive(Debug)]
+pub struct RunWriter<T> {
+    spill: Spill,
+    buffer: Vec<u8>,
+    /// Per buffered row: key, seq, payload start and length in `buffer`.
+    index: Vec<(Key, i64, u32, u32)>,
+    record: Vec<u8>,
+    runs: Vec<PathBuf>,
+    row: PhantomData<fn(T)>,
+}
+
+/// The run files of one member.
+#[derive(Debug)]
+pub struct Runs {
+    table: &'static str,
+    paths: Vec<PathBuf>,
+}
+
+impl<T: Served> RunWriter<T> {
+    pub fn push(&mut self, row: &T, at: Provenance) -> Result<(), LoadError> {
+        self.record.clear();
+        at.source_file.encode(&mut self.record);
+        self.record.extend_from_slice(&at.row_hash.to_le_bytes());
+        row.encode(&mut self.record);
+        if self.buffer.is_empty() {
+            self.buffer.reserve_exact(self.spill.buffer_bytes.max(self.record.len()));
+        } else if self.buffer.len() + self.record.len() > self.buffer.capacity() {
+            self.write_run()?;
+        }
+        let start = self.buffer.len() as u32;
+        self.buffer.extend_from_slice(&self.record);
+        self.index.push((row.key(), at.seq, start, self.record.len() as u32));
+        Ok(())
+    }
+
+    /// Writes what is buffered as a run and hands over every run of the member.
+    pub fn finish(mut self) -> Result<Runs, LoadError> {
+        self.write_run()?;
+        Ok(Runs { table: T::TABLE, paths: std::mem::take(&mut self.runs) })
+    }
+
+    fn write_run(&mut self) -> Result<(), LoadError> {
+        if self.index.is_empty() {
+            return Ok(());
+        }
+        self.index.sort_unstable_by_key(|&(key, seq, _, _)| (key, seq));
+        let n = self.spill.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.spill.dir.join(format!("{}-{n}.run", T::TABLE));
+        let io = |source| LoadError::Io { path: path.clone(), source };
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(&path).map_err(io)?);
+        for &(key, seq, start, len) in &self.index {
+            out.write_all(&key).map_err(io)?;
+            out.write_all(&seq.to_le_bytes()).map_err(io)?;
+            out.write_all(&len.to_le_bytes()).map_err(io)?;
+            out.write_all(&self.buffer[start as usize..(start + len) as usize]).map_err(io)?;
+        }
+        out.flush().map_err(io)?;
+        self.runs.push(path);
+        self.index.clear();
+        self.buffer.clear();
+        Ok(())
+    }
+}
+
+/// Reads a run file record by record.
+struct RunReader {
+    path: PathBuf,
+    file: BufReader<File>,
+    key: Key,
+    seq: i64,
+    payload: Vec<u8>,
+}
+
+impl RunReader {
+    fn open(path: &Path) -> Result<RunReader, LoadError> {
+        let file = File::open(path).map_err(|source| LoadError::Io { path: path.to_owned(), source })?;
+        Ok(RunReader {
+            path: path.to_owned(),
+            file: BufReader::with_capacity(1 << 18, file),
+            key: [0; 16],
+            seq: 0,
+            payload: Vec::new(),
+        })
+    }
+
+    /// Reads the next record; `false` at the end of the file.
+    fn next(&mut self) -> Result<bool, LoadError> {
+        let mut head = [0; HEAD];
+        let io = |source| LoadError::Io { path: self.path.clone(), source };
+        match self.file.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(io(e)),
+        }
+        self.key.copy_from_slice(&head[..16]);
+        self.seq = i64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
+        let len = u32::from_le_bytes(head[24..28].try_into().expect("4 bytes")) as usize;
+        self.payload.resize(len, 0);
+        self.file.read_exact(&mut self.payload).map_err(io)?;
+        Ok(true)
+    }
+
+    fn damaged(&self) -> LoadError {
+        LoadError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "a run record does not decode"),
+        }
+    }
+}
+
+/// How many kept rows carry each code, per lookup table: the report's unknown codes come from it.
+#[derive(Debug, Default)]
+pub(crate) struct Codes(pub HashMap<&'static str, HashMap<String, u64>>);
+
+impl Codes {
+    fn count(&mut self, table: &'static str, code: &str, rows: u64) {
+        if code.is_empty() {
+            return;
+        }
+        let codes = self.0.entry(table).or_default();
+        match codes.get_mut(code) {
+            Some(n) => *n += rows,
+            None => {
+                codes.insert(code.to_owned(), rows);
+            }
+        }
+    }
+
+    pub fn add(&mut self, other: Codes) {
+        for (table, codes) in other.0 {
+            for (code, rows) in codes {
+                self.count(table, &code, rows);
+            }
+        }
+    }
+}
+
+/// The run files of every member, by table.
+pub(crate) fn by_table(runs: Vec<Runs>) -> HashMap<&'static str, Vec<PathBuf>> {
+    let mut tables: HashMap<&'static str, Vec<PathBuf>> = HashMap::new();
+    for run in runs {
+        tables.entry(run.table).or_default().extend(run.paths);
+    }
+    tables
+}
+
+/// Merges a table's runs in key order: the first row read of each identity goes to `out` in
+/// batches of `batch_rows` for the table, the later ones in batches for `duplicates`, and the
+/// codes of the kept rows are counted. Returns the rows kept.
+pub(crate) fn merge<T: Served>(
+    paths: &[PathBuf],
+    batch_rows: usize,
+    codes: &mut Codes,
+    out: &mut dyn FnMut(Batch) -> Result<(), LoadError>,
+) -> Result<u64, LoadError> {
+    let mut readers = paths.iter().map(|p| RunReader::open(p)).collect::<Result<Vec<_>, _>>()?;
+    let mut heap = BinaryHeap::with_capacity(readers.len());
+    for (i, reader) in readers.iter_mut().enumerate() {
+        if reader.next()? {
+            heap.push(Reverse((reader.key, reader.seq, i)));
+        }
+    }
+    let (mut row, mut batch, mut kept) = (T::default(), T::Batch::default(), 0);
+    let mut duplicates = DuplicateBatch::default();
+    let mut company = [0u8; 8];
+    // Identities met in the current company, with the raw-record hash of the row that won.
+    let mut winners: HashMap<Vec<u8>, i64> = HashMap::new();
+    let mut identity = Vec::new();
+    while let Some(Reverse((key, seq, i))) = heap.pop() {
+        let reader = &mut readers[i];
+        let mut payload = reader.payload.as_slice();
+        let mut at = Provenance { seq, ..Provenance::default() };
+        at.source_file.decode(&mut payload).ok_or_else(|| reader.damaged())?;
+        at.row_hash = take(&mut payload, 8)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_le_bytes)
+            .ok_or_else(|| reader.damaged())?;
+        row.decode(&mut payload).ok_or_else(|| reader.damaged())?;
+        if key[..8] != company[..] {
+            company.copy_from_slice(&key[..8]);
+            winners.clear();
+        }
+        identity.clear();
+        row.identity(at.row_hash, &mut identity);
+        match winners.get(&identity) {
+            Some(&winner) => {
+                duplicates.push(&DuplicateRow {
+                    tabela: T::TABLE.to_owned(),
+                    chave: row.chave(),
+                    source_file: at.source_file,
+                    seq,
+                    differs_from_winner: winner != at.row_hash,
+                });
+                if duplicates.len() >= batch_rows {
+                    out(duplicates.take())?;
+                }
+            }
+            None => {
+                winners.insert(identity.clone(), at.row_hash);
+                row.codes(&mut |table, code| codes.count(table, code, 1));
+                T::push(&mut batch, &row, at);
+                kept += 1;
+                if T::len(&batch) >= batch_rows {
+                    out(T::take(&mut batch))?;
+                }
+            }
+        }
+        if reader.next()? {
+            heap.push(Reverse((reader.key, reader.seq, i)));
+        }
+    }
+    if T::len(&batch) > 0 {
+        out(T::take(&mut batch))?;
+    }
+    if !duplicates.is_empty() {
+        out(duplicates.take())?;
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Int64Type;
+
+    use super::*;
+
+    /// Pushes `rows` (row, seq, raw hash) into runs of at most about `buffer_bytes`, merges them,
+    /// and returns the kept rows' (key column, seq) in served order and the duplicates'
+    /// (chave, seq, differs).
+    #[allow(clippy::type_complexity)]
+    fn sorted<T: Served>(
+        rows: Vec<(T, i64, i64)>,
+        buffer_bytes: usize,
+    ) -> (Vec<(String, i64)>, Vec<(String, i64, bool)>) {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = Spill::new(dir.path().to_owned(), buffer_bytes);
+        // Two members, as two workers would write them.
+        let (mut a, mut b) = (spill.writer::<T>(), spill.writer::<T>());
+        for (n, (row, seq, row_hash)) in rows.into_iter().enumerate() {
+            let w = if n % 2 == 0 { &mut a } else { &mut b };
+            w.push(&row, Provenance { source_file: (seq >> 40) as i32, seq, row_hash }).unwrap();
+        }
+        let tables = by_table(vec![a.finish().unwrap(), b.finish().unwrap()]);
+        let mut kept = Vec::new();
+        let mut dups = Vec::new();
+        merge::<T>(&tables[T::TABLE], 3, &mut Codes::default(), &mut |batch| {
+            if batch.table == DuplicateBatch::TABLE {
+                let d = batch.data;
+                let (chave, seq, differs) =
+                    (d.column(1).as_string::<i32>(), d.column(3).as_primitive::<Int64Type>(), d.column(4).as_boolean());
+                dups.extend((0..d.num_rows()).map(|i| (chave.value(i).to_owned(), seq.value(i), differs.value(i))));
+                return Ok(());
+            }
+            let keys = batch.data.column(0).as_string::<i32>().clone();
+            let seqs = batch.data.column_by_name("seq").unwrap().as_primitive::<Int64Type>().clone();
+            kept.extend((0..keys.len()).map(|i| (keys.value(i).to_owned(), seqs.value(i))));
+            Ok(())
+        })
+        .unwrap();
+        (kept, dups)
+    }
+
+    fn empresa(basico: &str, nome: &str) -> EmpresaRow {
+        EmpresaRow { cnpj_basico: basico.into(), razao_social: nome.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn the_first_read_of_a_key_wins_across_runs() {
+        let rows = vec![
+            (empresa("33000000", "C"), 1, 10),
+            (empresa("11000000", "A"), 2, 20),
+            (empresa("22000000", "B"), 3, 30),
+            (empresa("11000000", "A again"), 4, 21),
+            (empresa("11000000", "A"), 5, 20),
+            (empresa("00000001", "D"), 6, 40),
+        ];
+        let expected_kept = [("00000001", 6), ("11000000", 2), ("22000000", 3), ("33000000", 1)];
+        let expected_dups = [("11000000", 4, true), ("11000000", 5, false)];
+        // One run per member, and runs of a row or two (every push fills the buffer).
+        for buffer_bytes in [1 << 20, 1] {
+            let (kept, dups) = sorted(rows.clone(), buffer_bytes);
+            assert_eq!(kept, expected_kept.map(|(k, s)| (k.to_owned(), s)));
+            assert_eq!(dups, expected_dups.map(|(k, s, d)| (k.to_owned(), s, d)));
+        }
+    }
+
+    #[test]
+    fn partners_are_duplicates_only_when_identical_and_keep_reading_order() {
+        let socio = |nome: &str, doc: &str| SocioRow {
+            cnpj_basico: "11000000".into(),
+            nome: nome.into(),
+            documento: doc.into(),
+            ..Default::default()
+        };
+        let rows = vec![
+            (socio("ANA", "***1**"), 9, 1),
+            (socio("BIA", "***2**"), 3, 2),
+            (socio("ANA", "***1**"), 12, 1),
+            (socio("ANA", "***1**"), 7, 3),
+        ];
+        let (kept, dups) = sorted(rows, 1);
+        assert_eq!(kept, [3, 7, 9].map(|s| ("11000000".to_owned(), s)));
+        assert_eq!(dups, [("11000000".to_owned(), 12, false)]);
+    }
+
+    #[test]
+    fn regimes_sort_latest_year_first_and_dedupe_per_year_and_regime() {
+        let regime = |ano: i32, regime: &str| RegimeRow {
+            cnpj_basico: "11000000".into(),
+            cnpj: "11000000000191".into(),
+            ano,
+            regime: regime.into(),
+        };
+        let rows = vec![
+            (regime(2021, "lucro_real"), 1, 1),
+            (regime(2023, "lucro_presumido"), 2, 2),
+            (regime(2021, "lucro_real"), 3, 9),
+            (regime(2021, "imune"), 4, 4),
+        ];
+        let (kept, dups) = sorted(rows, 1);
+        assert_eq!(kept.iter().map(|k| k.1).collect::<Vec<_>>(), [2, 1, 4]);
+        assert_eq!(dups, [("11000000000191:2021:lucro_real".to_owned(), 3, true)]);
+    }
+
+    #[test]
+    fn codes_are_counted_on_kept_rows_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = Spill::new(dir.path().to_owned(), 1 << 20);
+        let mut w = spill.writer::<EmpresaRow>();
+        for (seq, natureza) in [(1, "2062"), (2, "9999"), (3, "2062")] {
+            let row = EmpresaRow {
+                cnpj_basico: format!("1100000{seq}"),
+                natureza_juridica: natureza.into(),
+                ..Default::default()
+            };
+            w.push(&row, Provenance { source_file: 1, seq, row_hash: seq }).unwrap();
+        }
+        // A later occurrence of the first company with another code: a duplicate, not counted.
+        let again =
+            EmpresaRow { cnpj_basico: "11000001".into(), natureza_juridica: "1234".into(), ..Default::default() };
+        w.push(&again, Provenance { source_file: 1, seq: 4, row_hash: 4 }).unwrap();
+        let mut codes = Codes::default();
+        merge::<EmpresaRow>(&w.finish().unwrap().paths, 10, &mut codes, &mut |_| Ok(())).unwrap();
+        let mut naturezas: Vec<(String, u64)> = codes.0["naturezas"].clone().into_iter().collect();
+        naturezas.sort();
+        assert_eq!(naturezas, [("2062".to_owned(), 2), ("9999".to_owned(), 1)]);
+        assert!(!codes.0.contains_key("porte_empresa"), "empty codes are not counted");
+    }
+
+    fn check<T: Codec + Default + PartialEq + std::fmt::Debug>(value: T) {
+        let mut bytes = Vec::new();
+        value.encode(&mut bytes);
+        let mut input = bytes.as_slice();
+        let mut back = T::default();
+        back.decode(&mut input).unwrap();
+        assert_eq!((back, input.len()), (value, 0));
+    }
+
+    #[test]
+    fn fields_survive_a_run() {
+        check(String::from("Açúcar"));
+        check(String::new());
+        check(Some(String::new()));
+        check(None::<String>);
+        check(Some(-3_i32));
+        check(None::<i32>);
+        check(i32::MIN);
+        check("x".repeat(300));
+        check(Some("y".repeat(20_000)));
+        let mut row = EstabelecimentoRow { cnpj: "11222333000181".into(), ..Default::default() };
+        row.data_inicio_atividade = Some(12_000);
+        let mut bytes = Vec::new();
+        row.encode(&mut bytes);
+        let mut back = EstabelecimentoRow::default();
+        back.decode(&mut bytes.as_slice()).unwrap();
+        assert_eq!(back, row);
+        assert!(back.decode(&mut &bytes[..bytes.len() - 1]).is_none(), "a truncated record is an error");
+    }
+}
