@@ -326,16 +326,20 @@ fn read_lookup(
         }
         Ok(())
     })?;
-    let file = SourceFile {
+    let file = source_file(member, id, read, rejected, Some(counts));
+    Ok(Lookup { kind: member.kind, rows, file })
+}
+
+fn source_file(member: &Member, id: i32, read: u64, rejected: u64, lookup_counts: Option<FileCounts>) -> SourceFile {
+    SourceFile {
         id,
         zip: zip_name(member),
         member: member.name.clone(),
         kind: member.kind,
         rows_read: read,
         rows_rejected: rejected,
-        lookup_counts: Some(counts),
-    };
-    Ok(Lookup { kind: member.kind, rows, file })
+        lookup_counts,
+    }
 }
 
 /// Builds the dataset of `opts.input` into `opts.db`. On any error the target is left untouched.
@@ -395,16 +399,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
                 .par_iter()
                 .map_with(tx, |tx, &(member, id)| {
                     let (read, rejected, runs) = load_member(member, id, &spill, opts.batch_rows, tx, observer)?;
-                    let file = SourceFile {
-                        id,
-                        zip: zip_name(member),
-                        member: member.name.clone(),
-                        kind: member.kind,
-                        rows_read: read,
-                        rows_rejected: rejected,
-                        lookup_counts: None,
-                    };
-                    Ok((file, runs))
+                    Ok((source_file(member, id, read, rejected, None), runs))
                 })
                 .collect();
             Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().unzip())
