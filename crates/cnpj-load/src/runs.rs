@@ -185,6 +185,13 @@ fn take_len(input: &mut &[u8]) -> Option<usize> {
     None
 }
 
+/// Reads `n` bytes of UTF-8 into `text`, reusing its allocation.
+fn take_text(input: &mut &[u8], n: usize, text: &mut String) -> Option<()> {
+    text.clear();
+    text.push_str(std::str::from_utf8(take(input, n)?).ok()?);
+    Some(())
+}
+
 impl Codec for String {
     fn encode(&self, out: &mut Vec<u8>) {
         put_len(out, self.len());
@@ -192,9 +199,7 @@ impl Codec for String {
     }
     fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
         let n = take_len(input)?;
-        self.clear();
-        self.push_str(std::str::from_utf8(take(input, n)?).ok()?);
-        Some(())
+        take_text(input, n, self)
     }
 }
 
@@ -212,11 +217,7 @@ impl Codec for Option<String> {
     fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
         match take_len(input)? {
             0 => *self = None,
-            n => {
-                let text = self.get_or_insert_default();
-                text.clear();
-                text.push_str(std::str::from_utf8(take(input, n - 1)?).ok()?);
-            }
+            n => take_text(input, n - 1, self.get_or_insert_default())?,
         }
         Some(())
     }
@@ -228,6 +229,16 @@ impl Codec for i32 {
     }
     fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
         *self = i32::from_le_bytes(take(input, 4)?.try_into().ok()?);
+        Some(())
+    }
+}
+
+impl Codec for i64 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        *self = i64::from_le_bytes(take(input, 8)?.try_into().ok()?);
         Some(())
     }
 }
@@ -309,7 +320,7 @@ impl<T: Served> RunWriter<T> {
     pub fn push(&mut self, row: &T, at: Provenance) -> Result<(), LoadError> {
         self.record.clear();
         at.source_file.encode(&mut self.record);
-        self.record.extend_from_slice(&at.row_hash.to_le_bytes());
+        at.row_hash.encode(&mut self.record);
         row.encode(&mut self.record);
         if self.buffer.is_empty() {
             self.buffer.reserve_exact(self.spill.buffer_bytes.max(self.record.len()));
@@ -460,10 +471,7 @@ pub(crate) fn merge<T: Served>(
         let mut payload = reader.payload.as_slice();
         let mut at = Provenance { seq, ..Provenance::default() };
         at.source_file.decode(&mut payload).ok_or_else(|| reader.damaged())?;
-        at.row_hash = take(&mut payload, 8)
-            .and_then(|b| b.try_into().ok())
-            .map(i64::from_le_bytes)
-            .ok_or_else(|| reader.damaged())?;
+        at.row_hash.decode(&mut payload).ok_or_else(|| reader.damaged())?;
         row.decode(&mut payload).ok_or_else(|| reader.damaged())?;
         if key[..8] != company[..] {
             company.copy_from_slice(&key[..8]);
@@ -655,6 +663,7 @@ mod tests {
         check(Some(-3_i32));
         check(None::<i32>);
         check(i32::MIN);
+        check(i64::MIN);
         check("x".repeat(300));
         check(Some("y".repeat(20_000)));
         let mut row = EstabelecimentoRow { cnpj: "11222333000181".into(), ..Default::default() };
