@@ -382,17 +382,18 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         session.append(batch)?;
     }
 
-    observer.stage("sorting the main tables");
+    observer.stage("sorting the main tables and storing them");
     let load_started = Instant::now();
     let spill = loader.spill(opts.sort_buffer)?;
     // Establishments first: the biggest table takes the longest to store, so it is stored while
-    // the other members are read. Biggest first within each part keeps both cores busy.
+    // the other members are read, and then while the other tables are stored. Biggest first
+    // within each part keeps both cores busy.
     let mut main: Vec<(&Member, i32)> =
         members.iter().zip(ids.iter().copied()).filter(|(m, _)| !m.kind.is_lookup()).collect();
     main.sort_by_key(|(m, _)| (m.kind != FileKind::Estabelecimentos, std::cmp::Reverse(m.size)));
     let split = main.iter().take_while(|(m, _)| m.kind == FileKind::Estabelecimentos).count();
     let (establishments, others) = main.split_at(split);
-    let establishments_session = loader.session()?;
+    let (establishments_session, others_session) = (loader.session()?, loader.session()?);
     let read =
         |members: &[(&Member, i32)], tx: SyncSender<Batch>| -> Result<(Vec<SourceFile>, Vec<Runs>), BuildError> {
             let results: Vec<Result<(SourceFile, Runs), BuildError>> = members
@@ -405,47 +406,45 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
             Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().unzip())
         };
     let (tx, rx) = sync_channel::<Batch>(4);
-    let (written, read_first, read_others, stored_first) = std::thread::scope(|scope| {
+    let (written, read_first, read_others, stored) = std::thread::scope(|scope| {
         let writer = scope.spawn(move || -> Result<(), LoadError> {
             for batch in rx {
                 session.append(batch)?;
             }
             Ok(())
         });
-        let (read_first, store_first) = match read(establishments, tx.clone()) {
-            Ok((files, runs)) => {
-                let store = scope.spawn(move || establishments_session.store(runs, opts.batch_rows));
-                (Ok(files), Some(store))
-            }
-            Err(e) => (Err(e), None),
-        };
+        // Each part is stored (on a connection of its own) as soon as it is read.
+        let mut stores = Vec::new();
+        let read_first = read(establishments, tx.clone()).map(|(files, runs)| {
+            stores.push(scope.spawn(move || establishments_session.store(runs, opts.batch_rows)));
+            files
+        });
         // The writer stops once every sender is gone: `read` takes its own.
         let read_others = match read_first {
-            Ok(_) => read(others, tx),
+            Ok(_) => read(others, tx).map(|(files, runs)| {
+                stores.push(scope.spawn(move || others_session.store(runs, opts.batch_rows)));
+                files
+            }),
             Err(_) => {
                 drop(tx);
-                Ok(Default::default())
+                Ok(Vec::new())
             }
         };
         let written = writer.join().expect("the writer thread does not panic");
-        let stored_first = store_first.map(|store| store.join().expect("a store does not panic"));
-        (written, read_first, read_others, stored_first)
+        let stored: Vec<_> = stores.into_iter().map(|store| store.join().expect("a store does not panic")).collect();
+        (written, read_first, read_others, stored)
     });
     // A loader error explains a worker's LoaderGone, so it goes first.
     written?;
-    let (mut files, mut runs) = (read_first?, Vec::new());
-    let (other_files, other_runs) = read_others?;
-    files.extend(other_files);
-    runs.extend(other_runs);
+    let mut files = read_first?;
+    files.extend(read_others?);
     files.extend(lookups.into_iter().map(|l| l.file));
     files.sort_by_key(|f| f.id);
     timings.load = load_started.elapsed().as_secs_f64();
 
-    observer.stage("merging into the served tables and reconciling");
+    observer.stage("reconciling");
     let transform_started = Instant::now();
-    let stored_others = loader.session()?.store(runs, opts.batch_rows)?;
-    let stored_first = stored_first.expect("establishments are stored once read")?;
-    loader.record(vec![stored_first, stored_others]);
+    loader.record(stored.into_iter().collect::<Result<Vec<_>, _>>()?);
     let summary = loader.transform(files)?;
     timings.transform = transform_started.elapsed().as_secs_f64();
 
