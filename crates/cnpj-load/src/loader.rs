@@ -11,7 +11,7 @@ use duckdb::Connection;
 use serde::Serialize;
 
 use crate::batches::{Batch, DuplicateBatch, ddl, tables};
-use crate::runs::{Codes, Keyed, Runs, Served, Spill, by_table, merge};
+use crate::runs::{ALL_KEYS, Codes, Key, Keyed, Run, Runs, Served, Spill, by_table, halfway, merge};
 
 const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
 const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
@@ -339,18 +339,17 @@ impl Session {
 
     /// Merges the runs into their served tables, one table after the other, in batches of
     /// `batch_rows`, and the later occurrences of keys into `duplicates`. Run files are deleted
-    /// once merged. Each table is stored in one transaction: sessions then store at once (with
-    /// DuckDB committing every appender flush, two sessions took as long as one after the other).
+    /// once merged. Each table is stored in two halves at once (see [`store`]).
     pub fn store(&self, runs: Vec<Runs>, batch_rows: usize) -> Result<Stored, LoadError> {
         let mut codes = Codes::default();
         let mut tables = by_table(runs);
-        let mut paths = |table: &str| tables.remove(table).unwrap_or_default();
+        let mut runs = |table: &str| tables.remove(table).unwrap_or_default();
         let conn = &self.conn;
-        store::<EstabelecimentoRow>(conn, &paths(EstabelecimentoRow::TABLE), batch_rows, &mut codes)?;
-        store::<EmpresaRow>(conn, &paths(EmpresaRow::TABLE), batch_rows, &mut codes)?;
-        store::<SocioRow>(conn, &paths(SocioRow::TABLE), batch_rows, &mut codes)?;
-        store::<SimplesRow>(conn, &paths(SimplesRow::TABLE), batch_rows, &mut codes)?;
-        store::<RegimeRow>(conn, &paths(RegimeRow::TABLE), batch_rows, &mut codes)?;
+        store::<EstabelecimentoRow>(conn, &runs(EstabelecimentoRow::TABLE), batch_rows, &mut codes)?;
+        store::<EmpresaRow>(conn, &runs(EmpresaRow::TABLE), batch_rows, &mut codes)?;
+        store::<SocioRow>(conn, &runs(SocioRow::TABLE), batch_rows, &mut codes)?;
+        store::<SimplesRow>(conn, &runs(SimplesRow::TABLE), batch_rows, &mut codes)?;
+        store::<RegimeRow>(conn, &runs(RegimeRow::TABLE), batch_rows, &mut codes)?;
         Ok(Stored(codes))
     }
 }
@@ -364,20 +363,63 @@ fn append(conn: &Connection, batch: Batch) -> Result<(), LoadError> {
     appender.flush().map_err(db(format!("appending to {}", batch.table)))
 }
 
-/// Merges one table's runs into it (and its later occurrences of keys into `duplicates`), then
-/// deletes the runs. The merge runs on a thread of its own and hands its batches to this one,
-/// which appends them: DuckDB's appender is the costlier half.
-fn store<T: Served>(
-    conn: &Connection,
-    paths: &[PathBuf],
-    batch_rows: usize,
-    codes: &mut Codes,
-) -> Result<(), LoadError> {
-    if paths.is_empty() {
+/// Stores one table from its runs, then deletes them. The keys are cut in two halves
+/// ([`halfway`]), stored at once, each in one transaction on a connection of its own: DuckDB's
+/// appender is single-threaded, and appending transactions run side by side (autocommitting
+/// appenders did not: they wait on each other's commits). The lower half commits first, so the
+/// table is in key order.
+fn store<T: Served>(conn: &Connection, runs: &[Run], batch_rows: usize, codes: &mut Codes) -> Result<(), LoadError> {
+    if runs.is_empty() {
         return Ok(());
     }
     let started = std::time::Instant::now();
+    let paths: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
+    let middle = halfway(runs);
+    let upper_conn = conn.try_clone().map_err(db("opening another connection"))?;
+    let mut upper_codes = Codes::default();
+    let (lower_done, lower_committed) = std::sync::mpsc::channel::<()>();
+    let (lower, upper) = std::thread::scope(|scope| {
+        let (paths, upper_codes) = (&paths, &mut upper_codes);
+        let upper = scope.spawn(move || {
+            let keys = middle..ALL_KEYS.end;
+            store_keys::<T>(&upper_conn, paths, &keys, batch_rows, upper_codes, || {
+                // Returns once the lower half is committed or has failed.
+                let _ = lower_committed.recv();
+            })
+        });
+        let lower = store_keys::<T>(conn, paths, &(ALL_KEYS.start..middle), batch_rows, codes, || ());
+        drop(lower_done);
+        (lower, upper.join().expect("a store does not panic"))
+    });
+    let rows = lower? + upper?;
+    codes.add(upper_codes);
     let run_bytes: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    for path in &paths {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::debug!(
+        table = T::TABLE,
+        runs = paths.len(),
+        run_bytes,
+        rows,
+        seconds = started.elapsed().as_secs_f64(),
+        "merged"
+    );
+    Ok(())
+}
+
+/// Merges the rows of `keys` from the runs into their table (and their later occurrences into
+/// `duplicates`) in one transaction, committed after `before_commit` returns. The merge runs on
+/// a thread of its own and hands its batches to this one, which appends them: DuckDB's appender
+/// is the costlier half. Returns the rows kept.
+fn store_keys<T: Served>(
+    conn: &Connection,
+    paths: &[PathBuf],
+    keys: &std::ops::Range<Key>,
+    batch_rows: usize,
+    codes: &mut Codes,
+    before_commit: impl FnOnce(),
+) -> Result<u64, LoadError> {
     let context = format!("appending to {}", T::TABLE);
     conn.execute_batch("BEGIN TRANSACTION").map_err(db(&context))?;
     let mut appender = conn.appender(T::TABLE).map_err(db(&context))?;
@@ -385,7 +427,7 @@ fn store<T: Served>(
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
     let rows = std::thread::scope(|scope| {
         let merged = scope.spawn(move || {
-            merge::<T>(paths, batch_rows, codes, &mut |batch| tx.send(batch).map_err(|_| LoadError::Stopped))
+            merge::<T>(paths, keys, batch_rows, codes, &mut |batch| tx.send(batch).map_err(|_| LoadError::Stopped))
         });
         let appended = rx.into_iter().try_for_each(|batch| match batch.table {
             DuplicateBatch::TABLE => duplicates.append_record_batch(batch.data),
@@ -399,19 +441,9 @@ fn store<T: Served>(
     appender.flush().map_err(db(&context))?;
     duplicates.flush().map_err(db("appending to duplicates"))?;
     drop((appender, duplicates));
+    before_commit();
     conn.execute_batch("COMMIT").map_err(db(&context))?;
-    for path in paths {
-        let _ = std::fs::remove_file(path);
-    }
-    tracing::debug!(
-        table = T::TABLE,
-        runs = paths.len(),
-        run_bytes,
-        rows,
-        seconds = started.elapsed().as_secs_f64(),
-        "merged"
-    );
-    Ok(())
+    Ok(rows)
 }
 
 /// The statements of a SQL script, each with the comments before it: a statement ends with a line

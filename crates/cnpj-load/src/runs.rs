@@ -9,6 +9,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::marker::PhantomData;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +22,9 @@ use crate::batches::{Batch, DuplicateBatch, DuplicateRow, Provenance};
 /// A row's sort key: its table's key bytes, zero-padded. The first 8 bytes are always the
 /// company (`cnpj_basico`), the group within which duplicates are looked for.
 pub type Key = [u8; 16];
+
+/// Every key: keys are ASCII text, zero-padded, so none reaches the end.
+pub(crate) const ALL_KEYS: Range<Key> = [0; 16]..[u8::MAX; 16];
 
 /// A served table's rows: how they sort and when two are the same row (contract §1).
 pub trait Keyed {
@@ -305,7 +309,7 @@ pub struct RunWriter<T> {
     /// Per buffered row: key, seq, payload start and length in `buffer`.
     index: Vec<(Key, i64, u32, u32)>,
     record: Vec<u8>,
-    runs: Vec<PathBuf>,
+    runs: Vec<Run>,
     row: PhantomData<fn(T)>,
 }
 
@@ -313,7 +317,14 @@ pub struct RunWriter<T> {
 #[derive(Debug)]
 pub struct Runs {
     table: &'static str,
-    paths: Vec<PathBuf>,
+    runs: Vec<Run>,
+}
+
+/// A run file, and the company in the middle of its rows (where a table is cut in halves).
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub path: PathBuf,
+    middle: [u8; 8],
 }
 
 impl<T: Served> RunWriter<T> {
@@ -336,7 +347,7 @@ impl<T: Served> RunWriter<T> {
     /// Writes what is buffered as a run and hands over every run of the member.
     pub fn finish(mut self) -> Result<Runs, LoadError> {
         self.write_run()?;
-        Ok(Runs { table: T::TABLE, paths: std::mem::take(&mut self.runs) })
+        Ok(Runs { table: T::TABLE, runs: std::mem::take(&mut self.runs) })
     }
 
     fn write_run(&mut self) -> Result<(), LoadError> {
@@ -355,7 +366,8 @@ impl<T: Served> RunWriter<T> {
             out.write_all(&self.buffer[start as usize..(start + len) as usize]).map_err(io)?;
         }
         out.flush().map_err(io)?;
-        self.runs.push(path);
+        let middle = self.index[self.index.len() / 2].0[..8].try_into().expect("8 bytes");
+        self.runs.push(Run { path, middle });
         self.index.clear();
         self.buffer.clear();
         Ok(())
@@ -383,21 +395,31 @@ impl RunReader {
         })
     }
 
-    /// Reads the next record; `false` at the end of the file.
-    fn next(&mut self) -> Result<bool, LoadError> {
+    /// Reads the next record whose key is in `keys` (the ones before it are skipped unread);
+    /// `false` at the end of the file or of `keys`.
+    fn next(&mut self, keys: &Range<Key>) -> Result<bool, LoadError> {
         let mut head = [0; HEAD];
         let io = |source| LoadError::Io { path: self.path.clone(), source };
-        match self.file.read_exact(&mut head) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
-            Err(e) => return Err(io(e)),
+        loop {
+            match self.file.read_exact(&mut head) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+                Err(e) => return Err(io(e)),
+            }
+            self.key.copy_from_slice(&head[..16]);
+            let len = u32::from_le_bytes(head[24..28].try_into().expect("4 bytes")) as usize;
+            if self.key < keys.start {
+                self.file.seek_relative(len as i64).map_err(io)?;
+                continue;
+            }
+            if self.key >= keys.end {
+                return Ok(false);
+            }
+            self.seq = i64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
+            self.payload.resize(len, 0);
+            self.file.read_exact(&mut self.payload).map_err(io)?;
+            return Ok(true);
         }
-        self.key.copy_from_slice(&head[..16]);
-        self.seq = i64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
-        let len = u32::from_le_bytes(head[24..28].try_into().expect("4 bytes")) as usize;
-        self.payload.resize(len, 0);
-        self.file.read_exact(&mut self.payload).map_err(io)?;
-        Ok(true)
     }
 
     fn damaged(&self) -> LoadError {
@@ -436,19 +458,33 @@ impl Codes {
 }
 
 /// The run files of every member, by table.
-pub(crate) fn by_table(runs: Vec<Runs>) -> HashMap<&'static str, Vec<PathBuf>> {
-    let mut tables: HashMap<&'static str, Vec<PathBuf>> = HashMap::new();
-    for run in runs {
-        tables.entry(run.table).or_default().extend(run.paths);
+pub(crate) fn by_table(runs: Vec<Runs>) -> HashMap<&'static str, Vec<Run>> {
+    let mut tables: HashMap<&'static str, Vec<Run>> = HashMap::new();
+    for member in runs {
+        tables.entry(member.table).or_default().extend(member.runs);
     }
     tables
 }
 
-/// Merges a table's runs in key order: the first row read of each identity goes to `out` in
-/// batches of `batch_rows` for the table, the later ones in batches for `duplicates`, and the
-/// codes of the kept rows are counted. Returns the rows kept.
+/// Where a table's keys are cut in two halves of about the same size: the first key of the
+/// median of the runs' middle companies. A company's rows are never cut apart, since that is
+/// where duplicates are looked for.
+pub(crate) fn halfway(runs: &[Run]) -> Key {
+    let mut middles: Vec<[u8; 8]> = runs.iter().map(|r| r.middle).collect();
+    middles.sort_unstable();
+    let mut key = [0; 16];
+    if let Some(middle) = middles.get(middles.len() / 2) {
+        key[..8].copy_from_slice(middle);
+    }
+    key
+}
+
+/// Merges a table's runs in key order, the rows whose key is in `keys`: the first row read of
+/// each identity goes to `out` in batches of `batch_rows` for the table, the later ones in
+/// batches for `duplicates`, and the codes of the kept rows are counted. Returns the rows kept.
 pub(crate) fn merge<T: Served>(
     paths: &[PathBuf],
+    keys: &Range<Key>,
     batch_rows: usize,
     codes: &mut Codes,
     out: &mut dyn FnMut(Batch) -> Result<(), LoadError>,
@@ -456,7 +492,7 @@ pub(crate) fn merge<T: Served>(
     let mut readers = paths.iter().map(|p| RunReader::open(p)).collect::<Result<Vec<_>, _>>()?;
     let mut heap = BinaryHeap::with_capacity(readers.len());
     for (i, reader) in readers.iter_mut().enumerate() {
-        if reader.next()? {
+        if reader.next(keys)? {
             heap.push(Reverse((reader.key, reader.seq, i)));
         }
     }
@@ -502,7 +538,7 @@ pub(crate) fn merge<T: Served>(
                 }
             }
         }
-        if reader.next()? {
+        if reader.next(keys)? {
             heap.push(Reverse((reader.key, reader.seq, i)));
         }
     }
@@ -524,7 +560,7 @@ mod tests {
 
     /// Pushes `rows` (row, seq, raw hash) into runs of at most about `buffer_bytes`, merges them,
     /// and returns the kept rows' (key column, seq) in served order and the duplicates'
-    /// (chave, seq, differs).
+    /// (chave, seq, differs). Merging the two halves cut at [`halfway`] must give the same.
     #[allow(clippy::type_complexity)]
     fn sorted<T: Served>(
         rows: Vec<(T, i64, i64)>,
@@ -539,9 +575,23 @@ mod tests {
             w.push(&row, Provenance { source_file: (seq >> 40) as i32, seq, row_hash }).unwrap();
         }
         let tables = by_table(vec![a.finish().unwrap(), b.finish().unwrap()]);
+        let runs = &tables[T::TABLE];
+        let paths: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
+        let whole = merged::<T>(&paths, ALL_KEYS);
+        let middle = halfway(runs);
+        let (mut halves, upper) =
+            (merged::<T>(&paths, ALL_KEYS.start..middle), merged::<T>(&paths, middle..ALL_KEYS.end));
+        halves.0.extend(upper.0);
+        halves.1.extend(upper.1);
+        assert_eq!(halves, whole, "the halves cut at {middle:?} make the whole");
+        whole
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn merged<T: Served>(paths: &[PathBuf], keys: Range<Key>) -> (Vec<(String, i64)>, Vec<(String, i64, bool)>) {
         let mut kept = Vec::new();
         let mut dups = Vec::new();
-        merge::<T>(&tables[T::TABLE], 3, &mut Codes::default(), &mut |batch| {
+        merge::<T>(paths, &keys, 3, &mut Codes::default(), &mut |batch| {
             if batch.table == DuplicateBatch::TABLE {
                 let d = batch.data;
                 let (chave, seq, differs) =
@@ -556,6 +606,14 @@ mod tests {
         })
         .unwrap();
         (kept, dups)
+    }
+
+    #[test]
+    fn halfway_is_the_first_key_of_the_median_middle_company() {
+        let run = |middle: &[u8; 8]| Run { path: PathBuf::new(), middle: *middle };
+        let cut = halfway(&[run(b"33000000"), run(b"11000000"), run(b"22000000"), run(b"2200000A")]);
+        assert_eq!(&cut, b"2200000A\0\0\0\0\0\0\0\0");
+        assert_eq!(halfway(&[]), ALL_KEYS.start);
     }
 
     fn empresa(basico: &str, nome: &str) -> EmpresaRow {
@@ -638,7 +696,8 @@ mod tests {
             EmpresaRow { cnpj_basico: "11000001".into(), natureza_juridica: "1234".into(), ..Default::default() };
         w.push(&again, Provenance { source_file: 1, seq: 4, row_hash: 4 }).unwrap();
         let mut codes = Codes::default();
-        merge::<EmpresaRow>(&w.finish().unwrap().paths, 10, &mut codes, &mut |_| Ok(())).unwrap();
+        let paths: Vec<PathBuf> = w.finish().unwrap().runs.into_iter().map(|r| r.path).collect();
+        merge::<EmpresaRow>(&paths, &ALL_KEYS, 10, &mut codes, &mut |_| Ok(())).unwrap();
         let mut naturezas: Vec<(String, u64)> = codes.0["naturezas"].clone().into_iter().collect();
         naturezas.sort();
         assert_eq!(naturezas, [("2062".to_owned(), 2), ("9999".to_owned(), 1)]);
