@@ -209,6 +209,24 @@ fn quoted_newline_and_unpadded_base_are_one_clean_row_each() {
 }
 
 #[test]
+fn cnpj_parts_are_columns_computed_from_the_cnpj() {
+    let b = build(&sample_dump());
+    let rows = query(
+        &b.db,
+        "SELECT CAST(count(*) AS VARCHAR), CAST(count(*) FILTER (cnpj_basico || cnpj_ordem || cnpj_dv = cnpj \
+         AND length(cnpj_ordem) = 4 AND length(cnpj_dv) = 2) AS VARCHAR) FROM estabelecimentos",
+    );
+    assert_ne!(rows[0][0], "0");
+    assert_eq!(rows[0][0], rows[0][1], "every establishment's parts make its CNPJ");
+    // Computed when read (VIRTUAL): DuckDB keeps them out of the stored columns.
+    let stored = query(
+        &b.db,
+        "SELECT DISTINCT column_name FROM pragma_storage_info('estabelecimentos') WHERE column_name LIKE 'cnpj%' ORDER BY 1",
+    );
+    assert_eq!(stored, [["cnpj"], ["cnpj_basico"]]);
+}
+
+#[test]
 fn show_exit_codes() {
     let b = build(&sample_dump());
     let db = b.db.to_str().unwrap();

@@ -201,11 +201,28 @@ fn duckdb_type(t: &DataType) -> &'static str {
     }
 }
 
-/// `CREATE TABLE` for a table with the given Arrow schema.
+/// Columns DuckDB computes from a stored one whenever they are read (`VIRTUAL`): in the table's
+/// schema for SQL (and Postgres, which gets them stored), neither stored nor appended. Each is
+/// declared after the column named with it.
+const GENERATED: [(&str, &str, &str); 2] = [
+    ("estabelecimentos", "cnpj_basico", "cnpj_ordem VARCHAR GENERATED ALWAYS AS (substr(cnpj, 9, 4)) VIRTUAL"),
+    ("estabelecimentos", "cnpj_ordem", "cnpj_dv VARCHAR GENERATED ALWAYS AS (substr(cnpj, 13, 2)) VIRTUAL"),
+];
+
+/// `CREATE TABLE` for a table with the given Arrow schema, and its generated columns.
 pub(crate) fn ddl(table: &str, schema: &Schema) -> String {
-    let cols: Vec<String> =
-        schema.fields().iter().map(|f| format!("{} {}", f.name(), duckdb_type(f.data_type()))).collect();
-    format!("CREATE TABLE {table} ({})", cols.join(", "))
+    let mut cols: Vec<(&str, String)> = schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().as_str(), format!("{} {}", f.name(), duckdb_type(f.data_type()))))
+        .collect();
+    for (_, after, column) in GENERATED.iter().filter(|(t, _, _)| *t == table) {
+        let at =
+            cols.iter().position(|(name, _)| name == after).expect("a generated column follows a column of its table");
+        let name = column.split(' ').next().expect("a column definition starts with its name");
+        cols.insert(at + 1, (name, (*column).to_owned()));
+    }
+    format!("CREATE TABLE {table} ({})", cols.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>().join(", "))
 }
 
 /// The column kind a field type gets unless its table says otherwise.
@@ -365,7 +382,7 @@ table!(
     /// Estabelecimentos rows.
     EstabelecimentoBatch, EstabelecimentoRow, "estabelecimentos",
     [
-        cnpj: String, cnpj_basico: String, cnpj_ordem: String, cnpj_dv: String, matriz_filial: String,
+        cnpj: String, cnpj_basico: String, matriz_filial: String,
         nome_fantasia: String, nome_fantasia_fold: String, situacao_cadastral: String,
         data_situacao_cadastral: Option<i32>, motivo_situacao_cadastral: String, nome_cidade_exterior: String,
         pais: String, data_inicio_atividade: Option<i32>, cnae_fiscal: String, cnaes_secundarios: String as Codes,
@@ -500,6 +517,14 @@ mod tests {
         assert!(empresas.contains("capital_social DECIMAL(18, 2)"), "{empresas}");
         let estabelecimentos = ddl(EstabelecimentoBatch::TABLE, &EstabelecimentoBatch::schema());
         assert!(estabelecimentos.contains("cnaes_secundarios VARCHAR[]"), "{estabelecimentos}");
+        assert!(
+            estabelecimentos.starts_with(
+                "CREATE TABLE estabelecimentos (cnpj VARCHAR, cnpj_basico VARCHAR, \
+                 cnpj_ordem VARCHAR GENERATED ALWAYS AS (substr(cnpj, 9, 4)) VIRTUAL, \
+                 cnpj_dv VARCHAR GENERATED ALWAYS AS (substr(cnpj, 13, 2)) VIRTUAL, matriz_filial VARCHAR,"
+            ),
+            "{estabelecimentos}"
+        );
     }
 
     #[test]

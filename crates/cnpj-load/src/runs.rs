@@ -432,7 +432,7 @@ impl RunReader {
 
 /// How many kept rows carry each code, per lookup table: the report's unknown codes come from it.
 #[derive(Debug, Default)]
-pub(crate) struct Codes(pub HashMap<&'static str, HashMap<String, u64>>);
+pub(crate) struct Codes(pub foldhash::HashMap<&'static str, foldhash::HashMap<String, u64>>);
 
 impl Codes {
     fn count(&mut self, table: &'static str, code: &str, rows: u64) {
@@ -500,7 +500,7 @@ pub(crate) fn merge<T: Served>(
     let mut duplicates = DuplicateBatch::default();
     let mut company = [0u8; 8];
     // Identities met in the current company, with the raw-record hash of the row that won.
-    let mut winners: HashMap<Vec<u8>, i64> = HashMap::new();
+    let mut winners: foldhash::HashMap<Vec<u8>, i64> = foldhash::HashMap::default();
     let mut identity = Vec::new();
     while let Some(Reverse((key, seq, i))) = heap.pop() {
         let reader = &mut readers[i];

@@ -22,8 +22,6 @@ pub struct EmpresaRow {
 pub struct EstabelecimentoRow {
     pub cnpj: String,
     pub cnpj_basico: String,
-    pub cnpj_ordem: String,
-    pub cnpj_dv: String,
     pub matriz_filial: String,
     pub nome_fantasia: String,
     pub nome_fantasia_fold: String,

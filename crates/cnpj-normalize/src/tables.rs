@@ -134,8 +134,6 @@ impl Normalizer {
         let cnpj = Cnpj::from_bytes(joined.as_bytes()).map_err(|error| Reject::Cnpj { value: joined, error })?;
         out.cnpj = cnpj.to_string();
         out.cnpj_basico = b;
-        out.cnpj_ordem = o;
-        out.cnpj_dv = d;
         out.matriz_filial = self.code(rec, 3, 1);
         clean(rec.field(4), &mut out.nome_fantasia);
         mask_cpf_runs(&mut out.nome_fantasia);
@@ -335,8 +333,6 @@ mod tests {
         EstabelecimentoRow {
             cnpj: "11222333000181".into(),
             cnpj_basico: "11222333".into(),
-            cnpj_ordem: "0001".into(),
-            cnpj_dv: "81".into(),
             matriz_filial: "1".into(),
             nome_fantasia: "EXEMPLO".into(),
             nome_fantasia_fold: "exemplo".into(),
@@ -378,7 +374,6 @@ mod tests {
         let mut row = estab_row();
         row.cnpj = "AB12CD34000184".into();
         row.cnpj_basico = "AB12CD34".into();
-        row.cnpj_dv = "84".into();
         row.cnae_fiscal = "0111301".into();
         row.cnaes_secundarios = "0111301,6201501".into();
         check_estab(&line, Ok(row));

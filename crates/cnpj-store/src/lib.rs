@@ -262,7 +262,7 @@ impl Store {
                 Key::Cnpj(cnpj) => rows.get(*cnpj).cloned(),
                 Key::Basico(basico) => {
                     let sql = format!(
-                        "{from} WHERE e.cnpj_basico = $1 ORDER BY (e.matriz_filial = '1') DESC, e.cnpj_ordem LIMIT 1"
+                        "{from} WHERE e.cnpj_basico = $1 ORDER BY (e.matriz_filial = '1') DESC, e.cnpj LIMIT 1"
                     );
                     self.backend.rows("head office", &sql, &[(*basico).to_owned()])?.pop()
                 }

@@ -66,16 +66,19 @@ fn varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
-fn put_row(out: &mut Vec<u8>, row: &[Option<&str>]) {
-    for cell in row {
-        match cell {
-            None => put_varint(out, 0),
-            Some(s) => {
-                put_varint(out, s.len() as u64 + 1);
-                out.extend_from_slice(s.as_bytes());
-            }
+/// Appends one cell to an encoded row.
+fn put_cell(out: &mut Vec<u8>, cell: Option<&str>) {
+    match cell {
+        None => put_varint(out, 0),
+        Some(s) => {
+            put_varint(out, s.len() as u64 + 1);
+            out.extend_from_slice(s.as_bytes());
         }
     }
+}
+
+fn put_row<'a>(out: &mut Vec<u8>, cells: impl IntoIterator<Item = Option<&'a str>>) {
+    cells.into_iter().for_each(|cell| put_cell(out, cell));
 }
 
 fn row(bytes: &[u8]) -> Option<TextRow> {
@@ -164,7 +167,6 @@ impl Writer {
             block: Vec::with_capacity(2 * BLOCK_BYTES),
             first_key: Vec::new(),
             last_key: Vec::new(),
-            entry: Vec::new(),
         }
     }
 
@@ -229,12 +231,12 @@ struct TableWriter {
     block: Vec<u8>,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
-    entry: Vec<u8>,
 }
 
 impl TableWriter {
-    /// Appends one row under `key`, which must be greater than the previous key of the table.
-    fn put(&mut self, key: &str, cells: &[Option<&str>]) -> Result<(), LookupError> {
+    /// Appends one row (cells encoded by [`put_row`]) under `key`, which must be greater than the
+    /// previous key of the table.
+    fn put(&mut self, key: &str, row: &[u8]) -> Result<(), LookupError> {
         if key.len() != self.table.key_width || key.as_bytes() <= self.last_key.as_slice() {
             return Err(LookupError::Invalid {
                 path: self.path.clone(),
@@ -252,11 +254,9 @@ impl TableWriter {
             self.first_key.clear();
             self.first_key.extend_from_slice(key.as_bytes());
         }
-        self.entry.clear();
-        put_row(&mut self.entry, cells);
         self.block.extend_from_slice(key.as_bytes());
-        put_varint(&mut self.block, self.entry.len() as u64);
-        self.block.extend_from_slice(&self.entry);
+        put_varint(&mut self.block, row.len() as u64);
+        self.block.extend_from_slice(row);
         if self.block.len() >= BLOCK_BYTES {
             self.flush_block()?;
         }
@@ -433,10 +433,6 @@ impl<'a> Cursor<'a> {
         self.cell(0)
     }
 
-    fn cells(&self, columns: std::ops::Range<usize>) -> Vec<Option<&str>> {
-        columns.map(|c| self.cell(c)).collect()
-    }
-
     fn owned(&self, columns: std::ops::Range<usize>) -> TextRow {
         columns.map(|c| self.cell(c).map(str::to_owned)).collect()
     }
@@ -508,9 +504,11 @@ fn write_establishments(conn: &Connection, writer: &mut TableWriter) -> Result<(
         .prepare(&format!("SELECT {ESTABLISHMENT} FROM estabelecimentos e"))
         .map_err(query_error("establishments"))?;
     let mut rows = Cursor::new(stmt.stream_arrow([]).map_err(query_error("establishments"))?);
+    let mut row = Vec::new();
     while rows.ready() {
-        let key = rows.key().unwrap_or_default();
-        writer.put(key, &rows.cells(0..rows.width()))?;
+        row.clear();
+        put_row(&mut row, (0..rows.width()).map(|c| rows.cell(c)));
+        writer.put(rows.key().unwrap_or_default(), &row)?;
         rows.row += 1;
     }
     Ok(())
@@ -535,51 +533,58 @@ fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), Lo
     for stmt in &mut stmts {
         cursors.push(Cursor::new(stmt.stream_arrow([]).map_err(query_error("companies"))?));
     }
-    let mut cells: Vec<Option<String>> = Vec::new();
+    // The row is encoded as it is read: company, head office, regime, Simples, partners.
+    let (mut key, mut row, mut head, mut regime) = (String::new(), Vec::new(), String::new(), String::new());
     let mut partners: Vec<TextRow> = Vec::new();
     loop {
         let live: Vec<bool> = cursors.iter_mut().map(Cursor::ready).collect();
-        // A NULL key reads as "", which the writer refuses.
-        let key = cursors.iter().zip(live).filter(|(_, l)| *l).map(|(c, _)| c.key().unwrap_or_default()).min();
-        let Some(key) = key.map(str::to_owned) else { break };
+        let next = cursors.iter().zip(live).filter(|(_, l)| *l).map(|(c, _)| c.key().unwrap_or_default()).min();
+        let Some(next) = next else { break };
+        key.clear();
+        key.push_str(next);
         let [empresas, estabelecimentos, regimes, simples, socios] = &mut cursors[..] else { unreachable!() };
-        cells.clear();
+        row.clear();
         if empresas.at(&key) {
-            cells.extend(empresas.owned(1..6));
+            put_row(&mut row, (1..6).map(|c| empresas.cell(c)));
             while empresas.at(&key) {
                 empresas.row += 1;
             }
         } else {
-            cells.extend(NO_COMPANY.iter().map(|c| c.map(str::to_owned)));
+            put_row(&mut row, NO_COMPANY);
         }
-        // The head office: the first establishment marked as such, else the first (lowest order).
-        let mut head: Option<(String, bool)> = None;
+        // The head office, else the first establishment.
+        let (mut found, mut is_head) = (false, false);
         while estabelecimentos.at(&key) {
-            let is_head = estabelecimentos.cell(2) == Some("1");
-            if head.as_ref().is_none_or(|(_, h)| is_head && !h) {
-                head = Some((estabelecimentos.cell(1).unwrap_or_default().to_owned(), is_head));
+            let this_is_head = estabelecimentos.cell(2) == Some("1");
+            if !found || (this_is_head && !is_head) {
+                head.clear();
+                head.push_str(estabelecimentos.cell(1).unwrap_or_default());
+                (found, is_head) = (true, this_is_head);
             }
             estabelecimentos.row += 1;
         }
-        cells.push(head.map(|(cnpj, _)| cnpj));
-        // The latest year's regime; the first read wins a tie.
-        let mut latest: Option<(i64, i64, Option<String>)> = None;
+        put_cell(&mut row, found.then_some(head.as_str()));
+        // The latest year's regime, the first read on a tie.
+        let mut latest: Option<(i64, i64, bool)> = None;
         while regimes.at(&key) {
             let year = regimes.cell(2).and_then(|y| y.parse().ok()).unwrap_or(i64::MIN);
             let seq = regimes.cell(3).and_then(|s| s.parse().ok()).unwrap_or(i64::MAX);
-            if latest.as_ref().is_none_or(|(y, s, _)| (year, -seq) > (*y, -*s)) {
-                latest = Some((year, seq, regimes.cell(1).map(str::to_owned)));
+            if latest.is_none_or(|(y, s, _)| (year, -seq) > (y, -s)) {
+                let value = regimes.cell(1);
+                regime.clear();
+                regime.push_str(value.unwrap_or_default());
+                latest = Some((year, seq, value.is_some()));
             }
             regimes.row += 1;
         }
-        cells.push(latest.and_then(|(_, _, regime)| regime));
+        put_cell(&mut row, latest.and_then(|(_, _, some)| some.then_some(regime.as_str())));
         if simples.at(&key) {
-            cells.extend(simples.owned(1..3));
+            put_row(&mut row, (1..3).map(|c| simples.cell(c)));
             while simples.at(&key) {
                 simples.row += 1;
             }
         } else {
-            cells.extend([None, None]);
+            put_row(&mut row, [None, None]);
         }
         partners.clear();
         while socios.at(&key) {
@@ -587,9 +592,8 @@ fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), Lo
             socios.row += 1;
         }
         crate::sort_partners(&mut partners);
-        cells.extend(partners.drain(..).flatten());
-        let refs: Vec<Option<&str>> = cells.iter().map(|c| c.as_deref()).collect();
-        writer.put(&key, &refs)?;
+        put_row(&mut row, partners.iter().flatten().map(Option::as_deref));
+        writer.put(&key, &row)?;
     }
     Ok(())
 }
@@ -597,6 +601,12 @@ fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), Lo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn encoded(cells: &[Option<&str>]) -> Vec<u8> {
+        let mut row = Vec::new();
+        put_row(&mut row, cells.iter().copied());
+        row
+    }
 
     fn check(rows: &[(&str, Vec<Option<&str>>)]) {
         let dir = tempfile::tempdir().unwrap();
@@ -607,11 +617,11 @@ mod tests {
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 for (key, cells) in rows {
-                    establishments.put(key, cells).unwrap();
+                    establishments.put(key, &encoded(cells)).unwrap();
                 }
             });
             for i in 0..2_000 {
-                companies.put(&format!("{i:08}"), &[Some("company"), Some(&"y".repeat(i % 200))]).unwrap();
+                companies.put(&format!("{i:08}"), &encoded(&[Some("company"), Some(&"y".repeat(i % 200))])).unwrap();
             }
         });
         writer.finish(vec![establishments.finish().unwrap(), companies.finish().unwrap()], "build-1").unwrap();
