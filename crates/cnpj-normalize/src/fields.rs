@@ -1,13 +1,11 @@
 //! Field rules of contract §2 and §4: codes, dates, capital, CEP, phones, e-mail, addresses,
 //! partner documents. Each takes cleaned text (see [`crate::clean`]) unless it says otherwise.
 
-/// Left-pads a numeric code with `0` to `width` (`"2"` → `"02"`). Empty stays empty; anything
-/// else (letters, too long) is kept as it is, so that an unknown code still shows.
-pub fn code(text: &str, width: usize) -> String {
-    if !text.is_empty() && text.len() < width && text.bytes().all(|b| b.is_ascii_digit()) {
-        format!("{text:0>width$}")
-    } else {
-        text.to_owned()
+/// Left-pads a numeric code with `0` to `width` (`"2"` → `"02"`), in place. Empty stays empty;
+/// anything else (letters, too long) is kept as it is, so that an unknown code still shows.
+pub fn pad_code(code: &mut String, width: usize) {
+    if !code.is_empty() && code.len() < width && code.bytes().all(|b| b.is_ascii_digit()) {
+        code.insert_str(0, &"0".repeat(width - code.len()));
     }
 }
 
@@ -148,9 +146,16 @@ mod tests {
 
     #[test]
     fn codes_pad_to_width() {
-        check(|s| code(s, 2), &[("2", "02".into()), ("02", "02".into()), ("", String::new()), ("8", "08".into())]);
-        check(|s| code(s, 7), &[("111301", "0111301".into()), ("6204000", "6204000".into())]);
-        check(|s| code(s, 4), &[("1", "0001".into()), ("12345", "12345".into()), ("X1", "X1".into())]);
+        let code = |width| {
+            move |s: &str| {
+                let mut code = s.to_owned();
+                pad_code(&mut code, width);
+                code
+            }
+        };
+        check(code(2), &[("2", "02".into()), ("02", "02".into()), ("", String::new()), ("8", "08".into())]);
+        check(code(7), &[("111301", "0111301".into()), ("6204000", "6204000".into())]);
+        check(code(4), &[("1", "0001".into()), ("12345", "12345".into()), ("X1", "X1".into())]);
     }
 
     #[test]

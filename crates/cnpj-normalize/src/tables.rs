@@ -6,7 +6,7 @@ use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, Fields, LookupRow, Regime
 use cnpj_model::{Cnpj, CnpjQuery, FileKind, InvalidCnpj, fold};
 
 use crate::fields::{
-    capital, cep, code, date, ddd, email, logradouro, mask_company_document, mask_person_document, telefone,
+    capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code, telefone,
 };
 use crate::text::{clean, mask_cpf_runs};
 
@@ -77,8 +77,10 @@ impl Normalizer {
         &self.s
     }
 
-    fn code(&mut self, rec: &(impl Fields + ?Sized), i: usize, width: usize) -> String {
-        code(self.text(rec, i), width)
+    /// A code field into `out` (see [`pad_code`]).
+    fn code(rec: &(impl Fields + ?Sized), i: usize, width: usize, out: &mut String) {
+        clean(rec.field(i), out);
+        pad_code(out, width);
     }
 
     fn date(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> Option<i32> {
@@ -95,8 +97,9 @@ impl Normalizer {
 
     /// A CNPJ part: cleaned, upper-cased, numeric values left-padded to `width`.
     fn part(&mut self, rec: &(impl Fields + ?Sized), i: usize, width: usize) -> String {
-        let upper = self.text(rec, i).to_ascii_uppercase();
-        code(&upper, width)
+        let mut part = self.text(rec, i).to_ascii_uppercase();
+        pad_code(&mut part, width);
+        part
     }
 
     fn basico(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> Result<String, Reject> {
@@ -114,11 +117,13 @@ impl Normalizer {
         clean(rec.field(1), &mut out.razao_social);
         mask_cpf_runs(&mut out.razao_social);
         out.razao_social_fold = fold(&out.razao_social);
-        out.natureza_juridica = self.code(rec, 2, 4);
-        out.qualificacao_responsavel = self.code(rec, 3, 2);
+        Self::code(rec, 2, 4, &mut out.natureza_juridica);
+        Self::code(rec, 3, 2, &mut out.qualificacao_responsavel);
         out.capital_social = capital(self.text(rec, 4));
-        let porte = self.code(rec, 5, 2);
-        out.porte_empresa = if matches!(porte.as_str(), "00" | "01" | "03" | "05") { porte } else { "00".into() };
+        Self::code(rec, 5, 2, &mut out.porte_empresa);
+        if !matches!(out.porte_empresa.as_str(), "00" | "01" | "03" | "05") {
+            out.porte_empresa.replace_range(.., "00");
+        }
         clean(rec.field(6), &mut out.ente_federativo_responsavel);
         Ok(())
     }
@@ -134,18 +139,18 @@ impl Normalizer {
         let cnpj = Cnpj::from_bytes(joined.as_bytes()).map_err(|error| Reject::Cnpj { value: joined, error })?;
         out.cnpj = cnpj.to_string();
         out.cnpj_basico = b;
-        out.matriz_filial = self.code(rec, 3, 1);
+        Self::code(rec, 3, 1, &mut out.matriz_filial);
         clean(rec.field(4), &mut out.nome_fantasia);
         mask_cpf_runs(&mut out.nome_fantasia);
         out.nome_fantasia_fold = fold(&out.nome_fantasia);
-        out.situacao_cadastral = self.code(rec, 5, 2);
+        Self::code(rec, 5, 2, &mut out.situacao_cadastral);
         out.data_situacao_cadastral = self.date(rec, 6);
-        out.motivo_situacao_cadastral = self.code(rec, 7, 2);
+        Self::code(rec, 7, 2, &mut out.motivo_situacao_cadastral);
         clean(rec.field(8), &mut out.nome_cidade_exterior);
-        out.pais = self.code(rec, 9, 3);
+        Self::code(rec, 9, 3, &mut out.pais);
         out.data_inicio_atividade = self.date(rec, 10);
-        out.cnae_fiscal = self.code(rec, 11, 7);
-        out.cnaes_secundarios = self.secondary_cnaes(rec, 12);
+        Self::code(rec, 11, 7, &mut out.cnae_fiscal);
+        self.secondary_cnaes(rec, 12, &mut out.cnaes_secundarios);
         clean(rec.field(13), &mut self.t);
         clean(rec.field(14), &mut self.s);
         out.logradouro = logradouro(&self.t, &self.s);
@@ -154,8 +159,9 @@ impl Normalizer {
         clean(rec.field(17), &mut out.bairro);
         out.bairro_fold = fold(&out.bairro);
         out.cep = cep(self.text(rec, 18));
-        out.uf = self.text(rec, 19).to_ascii_uppercase();
-        out.municipio = self.code(rec, 20, 4);
+        clean(rec.field(19), &mut out.uf);
+        out.uf.make_ascii_uppercase();
+        Self::code(rec, 20, 4, &mut out.municipio);
         out.ddd_1 = ddd(self.text(rec, 21));
         out.telefone_1 = telefone(self.text(rec, 22));
         out.ddd_2 = ddd(self.text(rec, 23));
@@ -168,22 +174,27 @@ impl Normalizer {
         Ok(())
     }
 
-    fn secondary_cnaes(&mut self, rec: &(impl Fields + ?Sized), i: usize) -> String {
-        let list = self.text(rec, i);
-        let mut seen: Vec<String> = Vec::new();
-        for item in list.split(',') {
-            let c = code(item.trim(), 7);
-            if !c.is_empty() && !seen.contains(&c) {
-                seen.push(c);
+    /// Secondary CNAEs: codes padded, empty ones and repeats dropped, comma-separated into `out`.
+    fn secondary_cnaes(&mut self, rec: &(impl Fields + ?Sized), i: usize, out: &mut String) {
+        out.clear();
+        clean(rec.field(i), &mut self.s);
+        for item in self.s.split(',') {
+            self.t.clear();
+            self.t.push_str(item.trim());
+            pad_code(&mut self.t, 7);
+            if !self.t.is_empty() && !out.split(',').any(|c| c == self.t) {
+                if !out.is_empty() {
+                    out.push(',');
+                }
+                out.push_str(&self.t);
             }
         }
-        seen.join(",")
     }
 
     pub fn socio(&mut self, rec: &(impl Fields + ?Sized), out: &mut SocioRow) -> Result<(), Reject> {
         Self::fields(rec, FileKind::Socios)?;
         out.cnpj_basico = self.basico(rec, 0)?;
-        out.tipo = self.code(rec, 1, 1);
+        Self::code(rec, 1, 1, &mut out.tipo);
         clean(rec.field(2), &mut out.nome);
         let document = self.text(rec, 3).to_ascii_uppercase();
         out.documento = match out.tipo.as_str() {
@@ -191,15 +202,15 @@ impl Normalizer {
             "2" => mask_person_document(&document),
             _ => String::new(),
         };
-        out.qualificacao = self.code(rec, 4, 2);
+        Self::code(rec, 4, 2, &mut out.qualificacao);
         out.data_entrada = self.date(rec, 5);
-        out.pais = self.code(rec, 6, 3);
+        Self::code(rec, 6, 3, &mut out.pais);
         let representante = self.text(rec, 7);
         out.representante_legal =
             if representante == "***000000**" { String::new() } else { mask_person_document(representante) };
         clean(rec.field(8), &mut out.nome_representante);
-        out.qualificacao_representante = self.code(rec, 9, 2);
-        out.faixa_etaria = self.code(rec, 10, 1);
+        Self::code(rec, 9, 2, &mut out.qualificacao_representante);
+        Self::code(rec, 10, 1, &mut out.faixa_etaria);
         Ok(())
     }
 
@@ -259,7 +270,7 @@ impl Normalizer {
             FileKind::Paises => 3,
             _ => 2,
         };
-        out.code = self.code(rec, 0, width);
+        Self::code(rec, 0, width, &mut out.code);
         clean(rec.field(1), &mut out.label);
         Ok(())
     }
