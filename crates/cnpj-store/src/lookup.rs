@@ -538,6 +538,7 @@ fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), Lo
     let mut partners: Vec<TextRow> = Vec::new();
     loop {
         let live: Vec<bool> = cursors.iter_mut().map(Cursor::ready).collect();
+        // A NULL key reads as "", which the writer refuses.
         let next = cursors.iter().zip(live).filter(|(_, l)| *l).map(|(c, _)| c.key().unwrap_or_default()).min();
         let Some(next) = next else { break };
         key.clear();
@@ -552,19 +553,20 @@ fn write_companies(conn: &Connection, writer: &mut TableWriter) -> Result<(), Lo
         } else {
             put_row(&mut row, NO_COMPANY);
         }
-        // The head office, else the first establishment.
-        let (mut found, mut is_head) = (false, false);
+        // The head office: the first establishment marked as such, else the first (lowest order).
+        // `marked`: whether the one kept in `head` is marked, once there is one.
+        let mut marked: Option<bool> = None;
         while estabelecimentos.at(&key) {
-            let this_is_head = estabelecimentos.cell(2) == Some("1");
-            if !found || (this_is_head && !is_head) {
+            let is_head = estabelecimentos.cell(2) == Some("1");
+            if marked.is_none_or(|m| is_head && !m) {
                 head.clear();
                 head.push_str(estabelecimentos.cell(1).unwrap_or_default());
-                (found, is_head) = (true, this_is_head);
+                marked = Some(is_head);
             }
             estabelecimentos.row += 1;
         }
-        put_cell(&mut row, found.then_some(head.as_str()));
-        // The latest year's regime, the first read on a tie.
+        put_cell(&mut row, marked.map(|_| head.as_str()));
+        // The latest year's regime; the first read wins a tie.
         let mut latest: Option<(i64, i64, bool)> = None;
         while regimes.at(&key) {
             let year = regimes.cell(2).and_then(|y| y.parse().ok()).unwrap_or(i64::MIN);
