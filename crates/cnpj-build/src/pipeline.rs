@@ -57,8 +57,8 @@ pub enum BuildError {
     Header { zip: String, member: String, reason: String },
     #[error(transparent)]
     Load(#[from] LoadError),
-    #[error("writing the lookup file: {0}")]
-    Lookup(cnpj_store::LookupError),
+    #[error(transparent)]
+    Index(#[from] cnpj_index::IndexError),
     #[error("the loader stopped before the end of the input")]
     LoaderGone,
 }
@@ -377,6 +377,9 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     timings.lookups = started.elapsed().as_secs_f64();
 
     let mut loader = Loader::create(&opts.db, &opts.memory_limit, rayon::current_num_threads())?;
+    let (lookup_file, search_file) = loader.serving_files();
+    let serving_writer = cnpj_index::ServingWriter::create(&lookup_file, &search_file)?;
+    let serving = &serving_writer;
     let session = loader.session()?;
     for batch in [label_batch.take(), municipio_batch.take(), lookup_rejects.take()] {
         session.append(batch)?;
@@ -416,17 +419,23 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         // Each part is stored (on a connection of its own) as soon as it is read.
         let mut stores = Vec::new();
         let read_first = read(establishments, tx.clone()).map(|(files, runs)| {
-            stores.push(scope.spawn(move || establishments_session.store(runs, opts.batch_rows)));
+            stores.push(scope.spawn(move || {
+                let stored = establishments_session.store(runs, opts.batch_rows, serving);
+                // The companies' index waits for the establishments' ordinals.
+                serving.establishments_stored(stored.is_ok());
+                stored
+            }));
             files
         });
         // The writer stops once every sender is gone: `read` takes its own.
         let read_others = match read_first {
             Ok(_) => read(others, tx).map(|(files, runs)| {
-                stores.push(scope.spawn(move || others_session.store(runs, opts.batch_rows)));
+                stores.push(scope.spawn(move || others_session.store(runs, opts.batch_rows, serving)));
                 files
             }),
             Err(_) => {
                 drop(tx);
+                serving.establishments_stored(false);
                 Ok(Vec::new())
             }
         };
@@ -485,21 +494,19 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     };
     report.seconds.total = started.elapsed().as_secs_f64();
     let json = serde_json::to_string(&report).expect("the report serializes");
-    // Ties the lookup file to this build: a store ignores a lookup file of another build.
+    // Ties the serving files to this build: a store ignores serving files of another build.
     let build_id = format!("{}-{}-{}", report.built_at, std::process::id(), started.elapsed().as_nanos());
-    loader.commit(
-        &[
-            ("format_version", "1".to_owned()),
-            ("source_month", report.source_month.clone().unwrap_or_default()),
-            ("built_at", report.built_at.clone()),
-            ("build_id", build_id),
-            ("report", json),
-        ],
-        |finished| {
-            observer.stage("writing the lookup file");
-            cnpj_store::write_lookup(finished, &cnpj_store::lookup_path(&opts.db)).map_err(BuildError::Lookup)
-        },
-    )?;
+    observer.stage("writing the lookup file and the search index");
+    let serving_started = Instant::now();
+    serving_writer.finish(&build_id)?;
+    tracing::debug!(seconds = serving_started.elapsed().as_secs_f64(), "serving files finished");
+    loader.commit(&[
+        ("format_version", "1".to_owned()),
+        ("source_month", report.source_month.clone().unwrap_or_default()),
+        ("built_at", report.built_at.clone()),
+        ("build_id", build_id),
+        ("report", json),
+    ])?;
     Ok(report)
 }
 

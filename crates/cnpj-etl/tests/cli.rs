@@ -680,3 +680,206 @@ fn point_lookups_read_the_lookup_file_and_answer_as_sql_does() {
         assert!(cnpj_store::Store::open(&cnpj_store::Source::DuckDb(b.db.clone())).unwrap().has_lookup_file());
     }
 }
+
+/// Values to search a built dataset with: those it holds, and some it does not.
+struct Pools {
+    cnpjs: Vec<String>,
+    basicos: Vec<String>,
+    cnaes: Vec<String>,
+    states: Vec<String>,
+    city_ids: Vec<String>,
+    cities: Vec<String>,
+    portes: Vec<String>,
+    natures: Vec<String>,
+    situacoes: Vec<String>,
+    dates: Vec<String>,
+    zips: Vec<String>,
+    names: Vec<String>,
+    neighborhoods: Vec<String>,
+}
+
+/// Pieces of `texts`: whole values, words, and cuts that start and end mid-word or span words.
+fn pieces(texts: Vec<Vec<String>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, row) in texts.into_iter().enumerate() {
+        let text = &row[0];
+        let chars: Vec<char> = text.chars().collect();
+        if chars.is_empty() {
+            continue;
+        }
+        out.push(text.clone());
+        out.extend(text.split(' ').filter(|w| w.len() > 1).map(str::to_owned));
+        let start = (i * 7) % chars.len();
+        let len = 1 + (i * 3) % 9;
+        out.push(chars[start..(start + len).min(chars.len())].iter().collect());
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn pools(db: &Path) -> Pools {
+    let column = |sql: &str, extra: &[&str]| {
+        let mut values: Vec<String> = query(db, sql).into_iter().map(|r| r[0].clone()).collect();
+        values.extend(extra.iter().map(|s| s.to_string()));
+        values
+    };
+    let tricky = [
+        "%",
+        "_",
+        "100%",
+        "a_b",
+        "São",
+        "SAO",
+        "ª",
+        "1ª",
+        "ltda me",
+        "comercio de",
+        "2020",
+        "***.456",
+        "-",
+        " a",
+        "a ",
+    ];
+    let mut names = pieces(query(
+        db,
+        "SELECT nome_fantasia FROM estabelecimentos UNION ALL SELECT razao_social FROM empresas LIMIT 400",
+    ));
+    names.extend(tricky.iter().map(|s| s.to_string()));
+    let mut neighborhoods = pieces(query(db, "SELECT bairro FROM estabelecimentos LIMIT 200"));
+    neighborhoods.extend(tricky.iter().map(|s| s.to_string()));
+    Pools {
+        cnpjs: column("SELECT cnpj FROM estabelecimentos USING SAMPLE 40 ROWS", &["00000000000191", "12ABC34501DE35"]),
+        basicos: column("SELECT DISTINCT cnpj_basico FROM estabelecimentos USING SAMPLE 40 ROWS", &["00000000"]),
+        cnaes: column("SELECT DISTINCT cnae_fiscal FROM estabelecimentos", &["9999999"]),
+        states: column("SELECT DISTINCT uf FROM estabelecimentos", &["ZZ"]),
+        city_ids: column("SELECT DISTINCT municipio FROM estabelecimentos", &["0000"]),
+        cities: column(
+            "SELECT DISTINCT m.name FROM municipios m JOIN estabelecimentos e ON e.municipio = m.code",
+            &["Nowhere", "SAO PAULO", "são paulo"],
+        ),
+        portes: column("SELECT DISTINCT porte_empresa FROM empresas", &["99"]),
+        natures: column("SELECT DISTINCT natureza_juridica FROM empresas", &["0000"]),
+        situacoes: column("SELECT DISTINCT situacao_cadastral FROM estabelecimentos", &["99"]),
+        dates: column(
+            "SELECT DISTINCT CAST(data_inicio_atividade AS VARCHAR) FROM estabelecimentos WHERE data_inicio_atividade IS NOT NULL",
+            &["1800-01-01", "1999-12-31", "2000-01-01", "2100-12-31"],
+        ),
+        zips: {
+            let ceps = column("SELECT DISTINCT cep FROM estabelecimentos WHERE cep <> ''", &[]);
+            let mut zips: Vec<String> = ceps.iter().enumerate().map(|(i, c)| c[..1 + i % c.len()].to_owned()).collect();
+            zips.extend(["9", "0", "99999999"].map(String::from));
+            zips
+        },
+        names,
+        neighborhoods,
+    }
+}
+
+/// The search index answers every search as SQL does: total, page and records, for several
+/// hundred generated combinations of the filters of contract §5 (a fixed seed), over the sample
+/// dump, the real extract and a tiny synthetic month; and a stale index is not used.
+#[test]
+fn the_search_index_answers_as_sql_does() {
+    use cnpj_model::{CnpjQuery, Locale};
+    use cnpj_store::SearchFilters;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let dir = tempfile::tempdir().unwrap();
+    let synth = dir.path().join("synth");
+    let made = etl(&["synth", "--quiet", "--scale", "0.00005", "--out", synth.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let real = root().join("../shared/rfb/samples/real-extract-2026");
+    let mut inputs = vec![sample_dump(), synth];
+    inputs.extend(real.is_dir().then_some(real));
+    for input in &inputs {
+        let b = build(input);
+        let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(b.db.clone())).unwrap();
+        assert!(store.has_search_index(), "{}", input.display());
+        let p = pools(&b.db);
+        let pick = |values: &[String]| proptest::option::weighted(0.2, proptest::sample::select(values.to_vec()));
+        let filters = (
+            (pick(&p.cnpjs), pick(&p.basicos), pick(&p.cnaes), pick(&p.states), pick(&p.city_ids), pick(&p.cities)),
+            (pick(&p.portes), pick(&p.natures), pick(&p.situacoes), pick(&p.dates), pick(&p.dates), pick(&p.zips)),
+            (pick(&p.names), pick(&p.neighborhoods), 1u64..5, 1u64..51, any::<bool>()),
+        );
+        let mut runner = TestRunner::new_with_rng(
+            Config { cases: 300, failure_persistence: None, ..Config::default() },
+            proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+        );
+        let nonempty = std::cell::Cell::new(0);
+        runner
+            .run(
+                &filters,
+                |(
+                    (cnpj, basico, cnae, state, city_id, city),
+                    (porte, nature, situacao, from, to, zip),
+                    (name, hood, page, per_page, far),
+                )| {
+                    let f = SearchFilters {
+                        cnpj: cnpj.or(basico).map(|c| CnpjQuery::parse(&c).unwrap()),
+                        business_sector: cnae,
+                        city_id,
+                        city,
+                        state,
+                        porte,
+                        opening_from: from,
+                        opening_to: to,
+                        trading_name: name,
+                        neighborhood: hood,
+                        zip_prefix: zip,
+                        nature_code: nature,
+                        situacao,
+                    };
+                    let page = if far { page * 1000 } else { page };
+                    let sql = store.search_by_sql(&f, page, per_page, Locale::En).unwrap();
+                    // Only a term without a word character is beyond the index (the sample's
+                    // several-word terms have few candidates, which are checked).
+                    let Some(indexed) = store.search_by_index(&f, page, per_page, Locale::En).unwrap() else {
+                        let wordless =
+                            |t: &Option<String>| t.as_ref().is_some_and(|t| !t.chars().any(char::is_alphanumeric));
+                        prop_assert!(wordless(&f.trading_name) || wordless(&f.neighborhood), "{:?}", f);
+                        return Ok(());
+                    };
+                    nonempty.set(nonempty.get() + usize::from(indexed.0 > 0));
+                    prop_assert_eq!(indexed.0, sql.0, "total of {:?}", f);
+                    prop_assert_eq!(
+                        serde_json::to_string(&indexed.1).unwrap(),
+                        serde_json::to_string(&sql.1).unwrap(),
+                        "page {} of {:?}",
+                        page,
+                        f
+                    );
+                    Ok(())
+                },
+            )
+            .unwrap();
+        assert!(nonempty.get() > 20, "{}: only {} searches found anything", input.display(), nonempty.get());
+        // No filter at all, and each pool's text alone, all pages of 50.
+        let mut singles: Vec<SearchFilters> = vec![SearchFilters::default()];
+        singles.extend(p.names.iter().map(|t| SearchFilters { trading_name: Some(t.clone()), ..Default::default() }));
+        singles.extend(
+            p.neighborhoods.iter().map(|t| SearchFilters { neighborhood: Some(t.clone()), ..Default::default() }),
+        );
+        for f in &singles {
+            for page in [1, 2, 40] {
+                let indexed = store.search(f, page, 50, Locale::PtBr).unwrap();
+                let sql = store.search_by_sql(f, page, 50, Locale::PtBr).unwrap();
+                let text = f.trading_name.iter().chain(&f.neighborhood).next();
+                if text.is_none_or(|t| t.chars().any(char::is_alphanumeric)) {
+                    assert!(store.search_by_index(f, page, 50, Locale::PtBr).unwrap().is_some(), "{f:?}");
+                }
+                assert_eq!(indexed.0, sql.0, "{f:?}");
+                assert_eq!(indexed.1, sql.1, "{f:?} page {page}");
+            }
+        }
+    }
+    // An index of another build is not used: searches run by SQL, with the same answers.
+    let (a, other) = (build(&inputs[0]), build(&inputs[0]));
+    std::fs::copy(cnpj_store::search_index_path(&other.db), cnpj_store::search_index_path(&a.db)).unwrap();
+    let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(a.db.clone())).unwrap();
+    assert!(!store.has_search_index() && store.has_lookup_file());
+    let f = SearchFilters { state: Some("SP".into()), ..Default::default() };
+    assert!(store.search(&f, 1, 20, Locale::PtBr).unwrap().0 > 0);
+}

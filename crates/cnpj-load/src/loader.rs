@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::batches::{Batch, DuplicateBatch, ddl, tables};
 use crate::runs::{ALL_KEYS, Codes, Key, Keyed, Run, Runs, Served, Spill, by_table, halfway, merge};
+use cnpj_index::{Fed, Part, ServingWriter};
 
 const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
 const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
@@ -28,6 +29,8 @@ pub enum LoadError {
     Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
     #[error("a merge stopped because its table's appender failed")]
     Stopped,
+    #[error(transparent)]
+    Index(#[from] cnpj_index::IndexError),
 }
 
 fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
@@ -142,6 +145,12 @@ impl Loader {
 
     fn runs_dir(&self) -> PathBuf {
         PathBuf::from(format!("{}.runs", self.tmp.display()))
+    }
+
+    /// Where the lookup file and the search index of this build are written until the commit
+    /// renames them beside the target (deleted with the temporary database on failure).
+    pub fn serving_files(&self) -> (PathBuf, PathBuf) {
+        (cnpj_index::lookup_path(&self.tmp), cnpj_index::search_index_path(&self.tmp))
     }
 
     /// Keeps what the stores counted (the codes their rows carry) for the report's unknown codes.
@@ -283,14 +292,10 @@ impl Loader {
         Ok(unknown)
     }
 
-    /// Writes the metadata table, checkpoints and closes the file, lets `before_rename` read the
-    /// finished file (the build writes the lookup file from it), then renames it over the target.
-    /// If `before_rename` fails, the target is left as it was.
-    pub fn commit<E: From<LoadError>>(
-        mut self,
-        metadata: &[(&str, String)],
-        before_rename: impl FnOnce(&Path) -> Result<(), E>,
-    ) -> Result<(), E> {
+    /// Writes the metadata table, checkpoints and closes the file, then renames the serving files
+    /// (when written: see [`Loader::serving_files`]) and the file over the target's, the DuckDB
+    /// file last: a store uses serving files only when their build id is the file's.
+    pub fn commit(mut self, metadata: &[(&str, String)]) -> Result<(), LoadError> {
         let conn = self.conn.take().expect("commit once");
         conn.execute_batch("CREATE TABLE metadata (key VARCHAR PRIMARY KEY, value VARCHAR)")
             .map_err(db("creating metadata"))?;
@@ -300,7 +305,14 @@ impl Loader {
         }
         conn.execute_batch("CHECKPOINT").map_err(db("checkpointing"))?;
         conn.close().map_err(|(_, e)| db("closing the dataset")(e))?;
-        before_rename(&self.tmp)?;
+        let (lookup, search) = self.serving_files();
+        for (from, to) in
+            [(lookup, cnpj_index::lookup_path(&self.target)), (search, cnpj_index::search_index_path(&self.target))]
+        {
+            if from.exists() {
+                std::fs::rename(&from, &to).map_err(|source| LoadError::Io { path: to.clone(), source })?;
+            }
+        }
         std::fs::rename(&self.tmp, &self.target)
             .map_err(|source| LoadError::Io { path: self.target.clone(), source })?;
         Ok(())
@@ -313,6 +325,9 @@ impl Loader {
         let _ = std::fs::remove_file(format!("{name}.wal"));
         let _ = std::fs::remove_dir_all(format!("{name}.tmp"));
         let _ = std::fs::remove_dir_all(self.runs_dir());
+        let (lookup, search) = self.serving_files();
+        let _ = std::fs::remove_file(lookup);
+        let _ = std::fs::remove_file(search);
     }
 }
 
@@ -339,17 +354,18 @@ impl Session {
 
     /// Merges the runs into their served tables, one table after the other, in batches of
     /// `batch_rows`, and the later occurrences of keys into `duplicates`. Run files are deleted
-    /// once merged. Each table is stored in two halves at once (see [`store`]).
-    pub fn store(&self, runs: Vec<Runs>, batch_rows: usize) -> Result<Stored, LoadError> {
+    /// once merged. Each table is stored in two halves at once (see [`store`]), and its kept rows
+    /// go to `serving` as well.
+    pub fn store(&self, runs: Vec<Runs>, batch_rows: usize, serving: &ServingWriter) -> Result<Stored, LoadError> {
         let mut codes = Codes::default();
         let mut tables = by_table(runs);
         let mut runs = |table: &str| tables.remove(table).unwrap_or_default();
         let conn = &self.conn;
-        store::<EstabelecimentoRow>(conn, &runs(EstabelecimentoRow::TABLE), batch_rows, &mut codes)?;
-        store::<EmpresaRow>(conn, &runs(EmpresaRow::TABLE), batch_rows, &mut codes)?;
-        store::<SocioRow>(conn, &runs(SocioRow::TABLE), batch_rows, &mut codes)?;
-        store::<SimplesRow>(conn, &runs(SimplesRow::TABLE), batch_rows, &mut codes)?;
-        store::<RegimeRow>(conn, &runs(RegimeRow::TABLE), batch_rows, &mut codes)?;
+        store::<EstabelecimentoRow>(conn, &runs(EstabelecimentoRow::TABLE), batch_rows, &mut codes, serving)?;
+        store::<EmpresaRow>(conn, &runs(EmpresaRow::TABLE), batch_rows, &mut codes, serving)?;
+        store::<SocioRow>(conn, &runs(SocioRow::TABLE), batch_rows, &mut codes, serving)?;
+        store::<SimplesRow>(conn, &runs(SimplesRow::TABLE), batch_rows, &mut codes, serving)?;
+        store::<RegimeRow>(conn, &runs(RegimeRow::TABLE), batch_rows, &mut codes, serving)?;
         Ok(Stored(codes))
     }
 }
@@ -368,7 +384,13 @@ fn append(conn: &Connection, batch: Batch) -> Result<(), LoadError> {
 /// appender is single-threaded, and appending transactions run side by side (autocommitting
 /// appenders did not: they wait on each other's commits). The lower half commits first, so the
 /// table is in key order.
-fn store<T: Served>(conn: &Connection, runs: &[Run], batch_rows: usize, codes: &mut Codes) -> Result<(), LoadError> {
+fn store<T: Served + Fed>(
+    conn: &Connection,
+    runs: &[Run],
+    batch_rows: usize,
+    codes: &mut Codes,
+    serving: &ServingWriter,
+) -> Result<(), LoadError> {
     if runs.is_empty() {
         return Ok(());
     }
@@ -382,12 +404,15 @@ fn store<T: Served>(conn: &Connection, runs: &[Run], batch_rows: usize, codes: &
         let (paths, upper_codes) = (&paths, &mut upper_codes);
         let upper = scope.spawn(move || {
             let keys = middle..ALL_KEYS.end;
-            store_keys::<T>(&upper_conn, paths, &keys, batch_rows, upper_codes, || {
+            let feed = T::feed(serving, Part::Upper)?;
+            store_keys::<T>(&upper_conn, paths, &keys, batch_rows, upper_codes, feed, || {
                 // Returns once the lower half is committed or has failed.
                 let _ = lower_committed.recv();
             })
         });
-        let lower = store_keys::<T>(conn, paths, &(ALL_KEYS.start..middle), batch_rows, codes, || ());
+        let lower = T::feed(serving, Part::Lower)
+            .map_err(LoadError::from)
+            .and_then(|feed| store_keys::<T>(conn, paths, &(ALL_KEYS.start..middle), batch_rows, codes, feed, || ()));
         drop(lower_done);
         (lower, upper.join().expect("a store does not panic"))
     });
@@ -410,14 +435,16 @@ fn store<T: Served>(conn: &Connection, runs: &[Run], batch_rows: usize, codes: &
 
 /// Merges the rows of `keys` from the runs into their table (and their later occurrences into
 /// `duplicates`) in one transaction, committed after `before_commit` returns. The merge runs on
-/// a thread of its own and hands its batches to this one, which appends them: DuckDB's appender
-/// is the costlier half. Returns the rows kept.
+/// a thread of its own (feeding the serving files) and hands its batches to this one, which
+/// appends them: DuckDB's appender is the costlier half. Returns the rows kept.
+#[allow(clippy::too_many_arguments)]
 fn store_keys<T: Served>(
     conn: &Connection,
     paths: &[PathBuf],
     keys: &std::ops::Range<Key>,
     batch_rows: usize,
     codes: &mut Codes,
+    mut feed: Box<dyn cnpj_index::Feed<T> + '_>,
     before_commit: impl FnOnce(),
 ) -> Result<u64, LoadError> {
     let context = format!("appending to {}", T::TABLE);
@@ -427,7 +454,11 @@ fn store_keys<T: Served>(
     let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
     let rows = std::thread::scope(|scope| {
         let merged = scope.spawn(move || {
-            merge::<T>(paths, keys, batch_rows, codes, &mut |batch| tx.send(batch).map_err(|_| LoadError::Stopped))
+            let kept = merge::<T>(paths, keys, batch_rows, codes, feed.as_mut(), &mut |batch| {
+                tx.send(batch).map_err(|_| LoadError::Stopped)
+            })?;
+            feed.finish()?;
+            Ok::<u64, LoadError>(kept)
         });
         let appended = rx.into_iter().try_for_each(|batch| match batch.table {
             DuplicateBatch::TABLE => duplicates.append_record_batch(batch.data),

@@ -480,13 +480,15 @@ pub(crate) fn halfway(runs: &[Run]) -> Key {
 }
 
 /// Merges a table's runs in key order, the rows whose key is in `keys`: the first row read of
-/// each identity goes to `out` in batches of `batch_rows` for the table, the later ones in
-/// batches for `duplicates`, and the codes of the kept rows are counted. Returns the rows kept.
+/// each identity goes to `feed` (the serving files) and to `out` in batches of `batch_rows` for
+/// the table, the later ones in batches for `duplicates`, and the codes of the kept rows are
+/// counted. Returns the rows kept.
 pub(crate) fn merge<T: Served>(
     paths: &[PathBuf],
     keys: &Range<Key>,
     batch_rows: usize,
     codes: &mut Codes,
+    feed: &mut dyn cnpj_index::Feed<T>,
     out: &mut dyn FnMut(Batch) -> Result<(), LoadError>,
 ) -> Result<u64, LoadError> {
     let mut readers = paths.iter().map(|p| RunReader::open(p)).collect::<Result<Vec<_>, _>>()?;
@@ -531,6 +533,7 @@ pub(crate) fn merge<T: Served>(
             None => {
                 winners.insert(identity.clone(), at.row_hash);
                 row.codes(&mut |table, code| codes.count(table, code, 1));
+                feed.push(&row)?;
                 T::push(&mut batch, &row, at);
                 kept += 1;
                 if T::len(&batch) >= batch_rows {
@@ -587,11 +590,23 @@ mod tests {
         whole
     }
 
+    /// The serving files are not under test here.
+    struct Ignore;
+
+    impl<T> cnpj_index::Feed<T> for Ignore {
+        fn push(&mut self, _: &T) -> Result<(), cnpj_index::IndexError> {
+            Ok(())
+        }
+        fn finish(self: Box<Self>) -> Result<(), cnpj_index::IndexError> {
+            Ok(())
+        }
+    }
+
     #[allow(clippy::type_complexity)]
     fn merged<T: Served>(paths: &[PathBuf], keys: Range<Key>) -> (Vec<(String, i64)>, Vec<(String, i64, bool)>) {
         let mut kept = Vec::new();
         let mut dups = Vec::new();
-        merge::<T>(paths, &keys, 3, &mut Codes::default(), &mut |batch| {
+        merge::<T>(paths, &keys, 3, &mut Codes::default(), &mut Ignore, &mut |batch| {
             if batch.table == DuplicateBatch::TABLE {
                 let d = batch.data;
                 let (chave, seq, differs) =
@@ -697,7 +712,7 @@ mod tests {
         w.push(&again, Provenance { source_file: 1, seq: 4, row_hash: 4 }).unwrap();
         let mut codes = Codes::default();
         let paths: Vec<PathBuf> = w.finish().unwrap().runs.into_iter().map(|r| r.path).collect();
-        merge::<EmpresaRow>(&paths, &ALL_KEYS, 10, &mut codes, &mut |_| Ok(())).unwrap();
+        merge::<EmpresaRow>(&paths, &ALL_KEYS, 10, &mut codes, &mut Ignore, &mut |_| Ok(())).unwrap();
         let mut naturezas: Vec<(String, u64)> = codes.0["naturezas"].clone().into_iter().collect();
         naturezas.sort();
         assert_eq!(naturezas, [("2062".to_owned(), 2), ("9999".to_owned(), 1)]);

@@ -1,12 +1,12 @@
 //! Reads a built registry dataset (a DuckDB file opened read-only, or a Postgres schema): detail
 //! and batch records by CNPJ, search, reference data and cities, in any locale. The CLI's `show`
 //! and the API serve records through this crate. A record's rows come from the DuckDB file's
-//! lookup file (`lookup`) or from SQL, the same for both backends (dialect differences are
-//! confined to `search.rs`); one builder makes records of them, so every path answers byte for
-//! byte alike. Safe to share between threads.
+//! lookup file or from SQL, the same for both backends (dialect differences are confined to
+//! `search.rs`); one builder makes records of them, so every path answers byte for byte alike.
+//! A search runs on the build's search index when there is one (and answers as SQL would), else
+//! by SQL. Safe to share between threads.
 
 mod backend;
-mod lookup;
 mod search;
 
 use std::collections::HashMap;
@@ -18,8 +18,8 @@ use cnpj_model::{
 
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
-use lookup::Lookup;
-pub use lookup::{LookupError, lookup_path, write_lookup};
+use cnpj_index::{Lookup, LookupTable, SearchIndex};
+pub use cnpj_index::{LookupError, SearchIndexError, lookup_path, search_index_path};
 pub use search::SearchFilters;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,13 +32,21 @@ pub enum StoreError {
     Query { context: &'static str, error: String },
     #[error(transparent)]
     Lookup(#[from] LookupError),
+    #[error(transparent)]
+    Search(#[from] SearchIndexError),
 }
+
+/// Candidates of a search term of several words that are checked on their records at most; a
+/// search with more runs by SQL.
+const VERIFY_LIMIT: u64 = 20_000;
 
 /// An open dataset with its labels and cities in memory.
 pub struct Store {
     backend: Backend,
     /// A DuckDB dataset's lookup file, when it belongs to the same build.
     lookup: Option<Lookup>,
+    /// The search index of the same build, when there is one.
+    search: Option<SearchIndex>,
     labels: HashMap<(Locale, String, String), String>,
     municipios: HashMap<String, (String, Option<String>)>,
     /// Cities in the order of contract §5b, with their folded names.
@@ -133,17 +141,35 @@ fn opt(row: &TextRow, i: usize) -> Option<String> {
 }
 
 impl Store {
+    /// Opens a dataset; a DuckDB file with its lookup file and search index beside it.
     pub fn open(source: &Source) -> Result<Store, StoreError> {
+        Store::open_with_index(source, None)
+    }
+
+    /// Opens a dataset, searching with the search index at `search_index` (the one beside a
+    /// DuckDB file when `None`; a Postgres schema has none unless given). An index of another
+    /// build than the dataset's is not used (searches run by SQL), and a warning says so.
+    pub fn open_with_index(source: &Source, search_index: Option<&std::path::Path>) -> Result<Store, StoreError> {
         let backend = Backend::open(source)?;
         let metadata = backend
             .rows("metadata", "SELECT key, value FROM metadata", &[])
             .map_err(|_| StoreError::NotADataset { dataset: source.to_string() })?;
         let meta = |key: &str| metadata.iter().find(|r| text(r, 0) == key).map(|r| text(r, 1)).unwrap_or_default();
         let (source_month, published_at) = (meta("source_month"), meta("published_at"));
+        let build_id = meta("build_id");
         let lookup = match source {
-            Source::DuckDb(path) => open_lookup(&lookup_path(path), &meta("build_id")),
+            Source::DuckDb(path) => {
+                open_serving("lookup file", &lookup_path(path), &build_id, Lookup::open, Lookup::build_id)
+            }
             Source::Postgres { .. } => None,
         };
+        let search_path = match (search_index, source) {
+            (Some(path), _) => Some(path.to_owned()),
+            (None, Source::DuckDb(path)) => Some(search_index_path(path)),
+            (None, Source::Postgres { .. }) => None,
+        };
+        let search = search_path
+            .and_then(|path| open_serving("search index", &path, &build_id, SearchIndex::open, SearchIndex::build_id));
         let mut labels = HashMap::new();
         for row in backend.rows("labels", "SELECT locale, tabela, codigo, descricao FROM labels", &[])? {
             if let Ok(locale) = text(&row, 0).parse::<Locale>() {
@@ -158,7 +184,7 @@ impl Store {
             cities.push((fold(&city.name), city));
         }
         cities.sort_by(|(fa, a), (fb, b)| (fa, &a.name, &a.id).cmp(&(fb, &b.name, &b.id)));
-        Ok(Store { backend, lookup, labels, municipios, cities, source_month, published_at })
+        Ok(Store { backend, lookup, search, labels, municipios, cities, source_month, published_at })
     }
 
     /// Whether the dataset behind this store is still the one it opened: false once a newer
@@ -208,38 +234,56 @@ impl Store {
         self.lookup.is_some()
     }
 
-    /// What the records of `keys` are built from, in order (`None`: no such establishment).
-    fn find(&self, keys: &[Key<'_>], regime: bool) -> Result<Vec<Option<Found>>, StoreError> {
-        match &self.lookup {
-            Some(lookup) => keys.iter().map(|k| Self::find_in(lookup, *k).map_err(StoreError::from)).collect(),
-            None => self.find_by_sql(keys, regime),
-        }
+    /// Whether searches run on a search index rather than SQL.
+    pub fn has_search_index(&self) -> bool {
+        self.search.is_some()
     }
 
-    fn find_in(lookup: &Lookup, key: Key<'_>) -> Result<Option<Found>, LookupError> {
-        let (establishment, company) = match key {
-            Key::Cnpj(cnpj) => {
-                let Some(e) = lookup.establishment(cnpj)? else { return Ok(None) };
-                let company = lookup.company(&text(&e, ESTABLISHMENT_COLUMNS - 1))?;
-                (e, company)
+    /// What the records of `keys` are built from, in order (`None`: no such establishment). A
+    /// lookup file that fails (a damaged block) is logged and the records are read by SQL.
+    fn find(&self, keys: &[Key<'_>], regime: bool) -> Result<Vec<Option<Found>>, StoreError> {
+        if let Some(lookup) = &self.lookup {
+            match keys.iter().map(|k| Self::find_in(lookup, *k, regime)).collect() {
+                Ok(found) => return Ok(found),
+                Err(error) => tracing::error!(%error, "the lookup file failed: reading the records by SQL"),
             }
+        }
+        self.find_by_sql(keys, regime)
+    }
+
+    fn find_in(lookup: &Lookup, key: Key<'_>, regime: bool) -> Result<Option<Found>, LookupError> {
+        let mut detail = match key {
+            Key::Cnpj(cnpj) => match lookup.get(LookupTable::Establishments, cnpj)? {
+                Some(e) => e,
+                None => return Ok(None),
+            },
+            // The head office: the first establishment marked as such, else the first.
             Key::Basico(basico) => {
-                let company = lookup.company(basico)?;
-                let head = company.as_ref().and_then(|c| opt(c, NO_COMPANY.len()));
-                let Some(e) = head.map(|h| lookup.establishment(&h)).transpose()?.flatten() else { return Ok(None) };
-                (e, company)
+                let mut all = lookup.establishments_of(basico)?;
+                match all.iter().position(|e| opt(e, 16).as_deref() == Some("1")) {
+                    Some(head) => all.swap_remove(head),
+                    None if all.is_empty() => return Ok(None),
+                    None => all.swap_remove(0),
+                }
             }
         };
-        let mut detail = establishment;
-        let Some(company) = company else {
-            detail.extend(NO_COMPANY.map(|c| c.map(str::to_owned)));
-            return Ok(Some(Found { detail, partners: Vec::new(), regime: Vec::new() }));
+        let basico = text(&detail, ESTABLISHMENT_COLUMNS - 1);
+        match lookup.get(LookupTable::Companies, &basico)? {
+            Some(company) => detail.extend(company),
+            None => detail.extend(NO_COMPANY.map(|c| c.map(str::to_owned))),
+        }
+        let mut partners: Vec<TextRow> = match lookup.get(LookupTable::Partners, &basico)? {
+            Some(cells) => cells.chunks(PARTNER_COLUMNS).map(<[_]>::to_vec).collect(),
+            None => Vec::new(),
         };
-        // Company columns, head office, regime inputs (3), partners.
-        let (fields, rest) = company.split_at(NO_COMPANY.len());
-        detail.extend_from_slice(fields);
-        let regime = rest[1..4].to_vec();
-        let partners = rest[4..].chunks(PARTNER_COLUMNS).map(<[_]>::to_vec).collect();
+        sort_partners(&mut partners);
+        let regime = if regime {
+            let latest = lookup.get(LookupTable::Regimes, &basico)?.and_then(|r| r.into_iter().next().flatten());
+            let simples = lookup.get(LookupTable::Simples, &basico)?.unwrap_or_default();
+            vec![latest, opt(&simples, 0), opt(&simples, 1)]
+        } else {
+            Vec::new()
+        };
         Ok(Some(Found { detail, partners, regime }))
     }
 
@@ -299,7 +343,8 @@ impl Store {
             .collect()
     }
 
-    /// One page of search results (ordered by CNPJ) and the total number of matches.
+    /// One page of search results (ordered by CNPJ) and the total number of matches: from the
+    /// search index when there is one (a failing index is logged and SQL answers), else by SQL.
     pub fn search(
         &self,
         filters: &SearchFilters,
@@ -307,10 +352,101 @@ impl Store {
         per_page: u64,
         locale: Locale,
     ) -> Result<(u64, Vec<DetailRecord>), StoreError> {
-        let (from, params) = filters.sql(self.backend.dialect(), |name| {
-            let folded = fold(name);
-            self.cities.iter().filter(|(f, _)| *f == folded).map(|(_, c)| c.id.clone()).collect()
-        });
+        match self.search_by_index(filters, page, per_page, locale) {
+            Ok(Some(found)) => return Ok(found),
+            Ok(None) => {}
+            Err(error) => tracing::error!(%error, "the search index failed: searching by SQL"),
+        }
+        self.search_by_sql(filters, page, per_page, locale)
+    }
+
+    /// [`Store::search`] on the search index alone: `None` without an index or when the index
+    /// cannot answer (see `search_indexed`).
+    pub fn search_by_index(
+        &self,
+        filters: &SearchFilters,
+        page: u64,
+        per_page: u64,
+        locale: Locale,
+    ) -> Result<Option<(u64, Vec<DetailRecord>)>, StoreError> {
+        let Some(index) = &self.search else { return Ok(None) };
+        let Some((total, cnpjs)) = self.search_indexed(index, filters, page, per_page)? else { return Ok(None) };
+        Ok(Some((total, self.records(&cnpjs, locale)?)))
+    }
+
+    /// The total and the page's CNPJs from the search index; `None` when the index cannot answer
+    /// (a term without a word character, or a term of several words with more candidates than
+    /// are worth checking, or none to check them with).
+    fn search_indexed(
+        &self,
+        index: &SearchIndex,
+        filters: &SearchFilters,
+        page: u64,
+        per_page: u64,
+    ) -> Result<Option<(u64, Vec<String>)>, StoreError> {
+        let conditions = filters.conditions(|name| self.city_codes(name));
+        let Some(matches) = index.matches(&conditions)? else { return Ok(None) };
+        let offset = page.saturating_sub(1).saturating_mul(per_page);
+        if matches.exact {
+            let total = matches.ordinals.len();
+            return Ok(Some((total, index.cnpjs(&matches.ordinals, offset, per_page)?)));
+        }
+        let Some(lookup) = &self.lookup else { return Ok(None) };
+        if matches.ordinals.len() > VERIFY_LIMIT {
+            return Ok(None);
+        }
+        let mut found = Vec::new();
+        for cnpj in index.cnpjs(&matches.ordinals, 0, VERIFY_LIMIT)? {
+            if self.text_matches(lookup, &cnpj, filters)? {
+                found.push(cnpj);
+            }
+        }
+        let total = found.len() as u64;
+        let page = found.into_iter().skip(offset.try_into().unwrap_or(usize::MAX)).take(per_page as usize).collect();
+        Ok(Some((total, page)))
+    }
+
+    /// Whether the establishment `cnpj` matches the text filters, as SQL matches them.
+    fn text_matches(&self, lookup: &Lookup, cnpj: &str, filters: &SearchFilters) -> Result<bool, StoreError> {
+        let Some(e) = lookup.get(LookupTable::Establishments, cnpj)? else { return Ok(false) };
+        if let Some(term) = &filters.neighborhood
+            && !fold(&text(&e, 8)).contains(&fold(term))
+        {
+            return Ok(false);
+        }
+        if let Some(term) = &filters.trading_name {
+            let term = fold(term);
+            if !fold(&text(&e, 1)).contains(&term) {
+                let company = lookup.get(LookupTable::Companies, &text(&e, ESTABLISHMENT_COLUMNS - 1))?;
+                if !company.is_some_and(|c| fold(&text(&c, 0)).contains(&term)) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The codes of the cities named `name` (folded equality).
+    fn city_codes(&self, name: &str) -> Vec<String> {
+        let folded = fold(name);
+        self.cities.iter().filter(|(f, _)| *f == folded).map(|(_, c)| c.id.clone()).collect()
+    }
+
+    fn records(&self, cnpjs: &[String], locale: Locale) -> Result<Vec<DetailRecord>, StoreError> {
+        let keys: Vec<Key<'_>> = cnpjs.iter().map(|c| Key::Cnpj(c)).collect();
+        Ok(self.find(&keys, false)?.into_iter().flatten().map(|f| self.record(&f, locale)).collect())
+    }
+
+    /// [`Store::search`] by SQL alone, whatever index there is: the reference the index is
+    /// compared with (parity tests, benchmark).
+    pub fn search_by_sql(
+        &self,
+        filters: &SearchFilters,
+        page: u64,
+        per_page: u64,
+        locale: Locale,
+    ) -> Result<(u64, Vec<DetailRecord>), StoreError> {
+        let (from, params) = filters.sql(self.backend.dialect(), |name| self.city_codes(name));
         let count = self.backend.rows("search count", &format!("SELECT CAST(count(*) AS VARCHAR) {from}"), &params)?;
         let total: u64 = count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0);
         let offset = page.saturating_sub(1).saturating_mul(per_page);
@@ -319,9 +455,7 @@ impl Store {
         }
         let sql = format!("SELECT e.cnpj {from} ORDER BY e.cnpj LIMIT {per_page} OFFSET {offset}");
         let cnpjs: Vec<String> = self.backend.rows("search page", &sql, &params)?.iter().map(|r| text(r, 0)).collect();
-        let keys: Vec<Key<'_>> = cnpjs.iter().map(|c| Key::Cnpj(c)).collect();
-        let records = self.find(&keys, false)?.into_iter().flatten().map(|f| self.record(&f, locale)).collect();
-        Ok((total, records))
+        self.records(&cnpjs, locale).map(|records| (total, records))
     }
 
     fn labels_of(&self, locale: Locale, table: &str) -> Vec<CodeLabel> {
@@ -470,20 +604,26 @@ impl Store {
     }
 }
 
-/// The lookup file at `path` if it was written for the build `build_id`; without it, point
-/// lookups run SQL (correct, slower), and the reason is logged.
-fn open_lookup(path: &std::path::Path, build_id: &str) -> Option<Lookup> {
-    match Lookup::open(path) {
-        Ok(lookup) if lookup.build_id == build_id && !build_id.is_empty() => Some(lookup),
-        Ok(lookup) => {
+/// The serving file (`what`) at `path` if it was written for the build `build_id`; without it,
+/// the store answers by SQL (correct, slower), and the reason is logged.
+fn open_serving<T, E: std::fmt::Display>(
+    what: &str,
+    path: &std::path::Path,
+    build_id: &str,
+    open: impl FnOnce(&std::path::Path) -> Result<T, E>,
+    id: impl Fn(&T) -> &str,
+) -> Option<T> {
+    match open(path) {
+        Ok(file) if id(&file) == build_id && !build_id.is_empty() => Some(file),
+        Ok(file) => {
             tracing::warn!(
-                file = %path.display(), lookup_build = lookup.build_id, dataset_build = build_id,
-                "the lookup file belongs to another build: point lookups will run SQL"
+                file = %path.display(), file_build = id(&file), dataset_build = build_id,
+                "the {what} belongs to another build: it is not used, SQL answers instead"
             );
             None
         }
         Err(error) => {
-            tracing::warn!(%error, "no usable lookup file: point lookups will run SQL");
+            tracing::warn!(%error, "no usable {what}: SQL answers instead");
             None
         }
     }

@@ -1,5 +1,6 @@
 //! Company search (contract §5): filters combined with AND, ordered by CNPJ, paginated.
 
+use cnpj_index::Condition;
 use cnpj_model::{CnpjQuery, fold};
 
 use crate::backend::Dialect;
@@ -43,6 +44,44 @@ fn like_escape(term: &str) -> String {
 }
 
 impl SearchFilters {
+    /// The filters as conditions on the search index (the same semantics as [`SearchFilters::sql`]);
+    /// `city_codes` resolves a city name to its codes.
+    pub(crate) fn conditions(&self, city_codes: impl Fn(&str) -> Vec<String>) -> Vec<Condition> {
+        let mut out = Vec::new();
+        let any = |table: &'static str, value: &String| Condition::AnyOf { table, values: vec![value.clone()] };
+        match &self.cnpj {
+            Some(CnpjQuery::Full(c)) => out.push(Condition::Cnpj(c.as_str().to_owned())),
+            Some(q @ CnpjQuery::Basico(_)) => out.push(Condition::Cnpj(q.basico().to_owned())),
+            None => {}
+        }
+        let equal = [
+            ("cnae", &self.business_sector),
+            ("uf", &self.state),
+            ("porte", &self.porte),
+            ("natureza", &self.nature_code),
+            ("situacao", &self.situacao),
+        ];
+        out.extend(equal.into_iter().filter_map(|(table, value)| value.as_ref().map(|v| any(table, v))));
+        if self.opening_from.is_some() || self.opening_to.is_some() {
+            out.push(Condition::Opening { from: self.opening_from.clone(), to: self.opening_to.clone() });
+        }
+        if let Some(prefix) = self.zip_prefix.as_ref().filter(|p| !p.is_empty()) {
+            out.push(Condition::ZipPrefix(prefix.clone()));
+        }
+        if let Some(term) = &self.trading_name {
+            out.push(Condition::Term { table: "nome", folded: fold(term) });
+        }
+        if let Some(term) = &self.neighborhood {
+            out.push(Condition::Term { table: "bairro", folded: fold(term) });
+        }
+        match (&self.city_id, &self.city) {
+            (Some(id), _) => out.push(any("municipio", id)),
+            (None, Some(name)) => out.push(Condition::AnyOf { table: "municipio", values: city_codes(name) }),
+            (None, None) => {}
+        }
+        out
+    }
+
     /// The FROM and WHERE clauses (with `$n` placeholders) over establishments `e`, and their
     /// parameters, in `dialect`; `city_codes` resolves a city name to its codes. The dialects
     /// differ in form only. DuckDB scans: text filters with `contains`, company filters as a

@@ -1,0 +1,552 @@
+//! The writer of both serving files, fed by the build's merge: each served table is stored in two
+//! halves at once, and each half hands every row it keeps, in key order, to a [`Feed`] of its
+//! table. Establishments are numbered (ordinals, see `search.rs`) and indexed as they pass; the
+//! company of each run of establishments is noted with its ordinal range, so that the companies,
+//! stored afterwards, carry their size, legal nature and name down to their establishments. Rows
+//! also become the lookup file's entries as the store reads them.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, PoisonError};
+
+use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
+
+use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
+use crate::search::{PartIndex, SearchIndexError, UPPER, pack, write_index};
+use crate::text::date_text;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("writing the lookup file: {0}")]
+    Lookup(#[from] LookupError),
+    #[error("writing the search index: {0}")]
+    Search(#[from] SearchIndexError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("the establishments were not stored, so the companies cannot be indexed")]
+    EstablishmentsFailed,
+    #[error("more than 2^31 establishments in one half of the table")]
+    TooMany,
+}
+
+/// What the feeds have handed back, and how far the establishments are.
+#[derive(Default)]
+struct State {
+    lookup_parts: Vec<FinishedPart>,
+    index_parts: Vec<PartIndex>,
+    /// Establishments per half, once its feed finished.
+    establishments: [Option<u64>; 2],
+    /// Set when the build says the establishments are stored (true) or when a feed was dropped
+    /// unfinished (false).
+    establishments_over: Option<bool>,
+}
+
+/// Writes the lookup file and the search index of one build (see the crate's docs). Files are
+/// written at the paths given (the build's temporary names) and deleted on drop unless
+/// [`ServingWriter::finish`] completed.
+pub struct ServingWriter {
+    lookup: Option<Writer>,
+    lookup_path: PathBuf,
+    search_path: PathBuf,
+    state: Mutex<State>,
+    changed: Condvar,
+    finished: bool,
+}
+
+impl std::fmt::Debug for ServingWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServingWriter({}, {})", self.lookup_path.display(), self.search_path.display())
+    }
+}
+
+fn half(part: Part) -> usize {
+    usize::from(part == Part::Upper)
+}
+
+fn part_name(part: Part) -> &'static str {
+    if part == Part::Upper { "upper" } else { "lower" }
+}
+
+impl ServingWriter {
+    pub fn create(lookup_path: &Path, search_path: &Path) -> Result<ServingWriter, IndexError> {
+        Ok(ServingWriter {
+            lookup: Some(Writer::create(lookup_path)?),
+            lookup_path: lookup_path.to_owned(),
+            search_path: search_path.to_owned(),
+            state: Mutex::default(),
+            changed: Condvar::new(),
+            finished: false,
+        })
+    }
+
+    /// A temporary file of the search index's writing.
+    fn scratch(&self, what: &str, part: Part) -> PathBuf {
+        let mut name = self.search_path.as_os_str().to_owned();
+        name.push(format!(".{what}-{}", part_name(part)));
+        PathBuf::from(name)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn table(&self, table: LookupTable, part: Part) -> Result<TableWriter, IndexError> {
+        let writer = self
+            .lookup
+            .as_ref()
+            .ok_or(LookupError::Invalid { path: self.lookup_path.clone(), reason: "already finished".into() })?;
+        Ok(writer.table(table, part)?)
+    }
+
+    /// Tells the companies' feeds that every establishment was stored (the build calls it once
+    /// the establishments' store returned, whether it stored any or not).
+    pub fn establishments_stored(&self, ok: bool) {
+        let mut state = self.state();
+        if state.establishments_over.is_none() {
+            state.establishments_over = Some(ok);
+        }
+        self.changed.notify_all();
+    }
+
+    fn deposit(&self, lookup: FinishedPart, index: Option<PartIndex>) {
+        let mut state = self.state();
+        state.lookup_parts.push(lookup);
+        state.index_parts.extend(index);
+    }
+
+    /// Writes the footers of both files, stamped with `build_id`; the files are then the
+    /// finished lookup file and search index, at the paths given to [`ServingWriter::create`].
+    pub fn finish(mut self, build_id: &str) -> Result<(), IndexError> {
+        let state = std::mem::take(&mut *self.state());
+        let lookup = self
+            .lookup
+            .take()
+            .ok_or(LookupError::Invalid { path: self.lookup_path.clone(), reason: "already finished".into() })?;
+        lookup.finish(state.lookup_parts, build_id)?;
+        let (lower, upper) = (self.scratch("cnpjs", Part::Lower), self.scratch("cnpjs", Part::Upper));
+        for (path, rows) in [(&lower, state.establishments[0]), (&upper, state.establishments[1])] {
+            if rows.is_none() {
+                File::create(path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
+            }
+        }
+        let [lower_rows, upper_rows] = state.establishments.map(Option::unwrap_or_default);
+        write_index(&self.search_path, state.index_parts, [(&lower, lower_rows), (&upper, upper_rows)], build_id)?;
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Drop for ServingWriter {
+    fn drop(&mut self) {
+        drop(self.lookup.take());
+        for part in [Part::Lower, Part::Upper] {
+            let _ = std::fs::remove_file(self.scratch("cnpjs", part));
+            let _ = std::fs::remove_file(self.scratch("companies", part));
+        }
+        if !self.finished {
+            let _ = std::fs::remove_file(&self.lookup_path);
+            let _ = std::fs::remove_file(&self.search_path);
+        }
+    }
+}
+
+/// Receives the rows one half of a table keeps, in key order.
+pub trait Feed<T>: Send {
+    fn push(&mut self, row: &T) -> Result<(), IndexError>;
+    /// Hands what was written to the [`ServingWriter`]; a feed dropped unfinished is a failure.
+    fn finish(self: Box<Self>) -> Result<(), IndexError>;
+}
+
+/// A served row type and its feed.
+pub trait Fed: Sized {
+    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError>;
+}
+
+/// Text of a date cell, as the dataset's SQL casts it.
+fn date_cell(days: Option<i32>) -> Option<String> {
+    days.map(date_text)
+}
+
+/// `"1061004829.23"` as DuckDB casts the DECIMAL(18, 2) it is stored as to text.
+fn decimal_cell(text: &Option<String>) -> Option<String> {
+    let text = text.as_deref()?;
+    let (negative, digits) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
+    let cents = digits.bytes().filter(u8::is_ascii_digit).fold(0i128, |n, d| n * 10 + i128::from(d - b'0'));
+    let sign = if negative && cents != 0 { "-" } else { "" };
+    Some(format!("{sign}{}.{:02}", cents / 100, cents % 100))
+}
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ {
+    move |source| IndexError::Io { path: path.to_owned(), source }
+}
+
+struct EstablishmentFeed<'a> {
+    writer: &'a ServingWriter,
+    part: Part,
+    /// Taken when the feed finishes.
+    lookup: Option<TableWriter>,
+    index: PartIndex,
+    base: u32,
+    rows: u32,
+    cnpjs: (PathBuf, BufWriter<File>),
+    companies: (PathBuf, BufWriter<File>),
+    /// The company of the establishments since ordinal `.1`.
+    company: Option<([u8; 8], u32)>,
+    cells: Vec<u8>,
+    finished: bool,
+}
+
+impl EstablishmentFeed<'_> {
+    fn end_company(&mut self, end: u32) -> Result<(), IndexError> {
+        if let Some((basico, start)) = self.company.take() {
+            let (path, out) = &mut self.companies;
+            let mut record = [0u8; 16];
+            record[..8].copy_from_slice(&basico);
+            record[8..12].copy_from_slice(&start.to_le_bytes());
+            record[12..].copy_from_slice(&end.to_le_bytes());
+            out.write_all(&record).map_err(io_error(path))?;
+        }
+        Ok(())
+    }
+}
+
+impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
+    fn push(&mut self, r: &EstabelecimentoRow) -> Result<(), IndexError> {
+        if self.rows >= UPPER {
+            return Err(IndexError::TooMany);
+        }
+        let ordinal = self.base + self.rows;
+        self.rows += 1;
+        let cells = &mut self.cells;
+        cells.clear();
+        let dates = [date_cell(r.data_inicio_atividade), date_cell(r.data_situacao_cadastral)];
+        let especial = date_cell(r.data_situacao_especial);
+        for cell in [
+            &r.cnpj,
+            &r.nome_fantasia,
+            &r.situacao_cadastral,
+            &r.cnae_fiscal,
+            &r.cnaes_secundarios,
+            &r.logradouro,
+            &r.numero,
+            &r.complemento,
+            &r.bairro,
+            &r.municipio,
+            &r.uf,
+            &r.cep,
+            &r.ddd_1,
+            &r.telefone_1,
+            &r.email,
+        ] {
+            put_cell(cells, Some(cell));
+        }
+        put_cell(cells, dates[0].as_deref());
+        put_cell(cells, Some(&r.matriz_filial));
+        put_cell(cells, dates[1].as_deref());
+        put_cell(cells, Some(&r.motivo_situacao_cadastral));
+        put_cell(cells, Some(&r.situacao_especial));
+        put_cell(cells, especial.as_deref());
+        for cell in [&r.nome_cidade_exterior, &r.pais, &r.ddd_2, &r.telefone_2, &r.ddd_fax, &r.fax, &r.cnpj_basico] {
+            put_cell(cells, Some(cell));
+        }
+        self.lookup.as_mut().expect("until finished").put(&r.cnpj, cells)?;
+
+        let index = &mut self.index;
+        index.table("uf").add(&r.uf, ordinal);
+        index.table("municipio").add(&r.municipio, ordinal);
+        index.table("cnae").add(&r.cnae_fiscal, ordinal);
+        index.table("situacao").add(&r.situacao_cadastral, ordinal);
+        if let Some(day) = &dates[0] {
+            index.table("dia").add(day, ordinal);
+        }
+        if !r.cep.is_empty() {
+            index.table("cep8").add(&r.cep, ordinal);
+        }
+        index.table("nome").add_words(&r.nome_fantasia_fold, ordinal..ordinal + 1);
+        index.table("bairro").add_words(&r.bairro_fold, ordinal..ordinal + 1);
+
+        let (path, out) = &mut self.cnpjs;
+        out.write_all(&pack(r.cnpj.as_bytes()).to_le_bytes()).map_err(io_error(path))?;
+        let basico: [u8; 8] = r.cnpj.as_bytes()[..8].try_into().expect("a CNPJ has 14 characters");
+        if self.company.is_none_or(|(b, _)| b != basico) {
+            self.end_company(ordinal)?;
+            self.company = Some((basico, ordinal));
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<(), IndexError> {
+        self.end_company(self.base + self.rows)?;
+        for (path, out) in [&mut self.cnpjs, &mut self.companies] {
+            out.flush().map_err(io_error(path))?;
+        }
+        self.finished = true;
+        let lookup = self.lookup.take().expect("finished once");
+        let index = std::mem::take(&mut self.index);
+        self.writer.deposit(lookup.finish()?, Some(index));
+        self.writer.state().establishments[half(self.part)] = Some(u64::from(self.rows));
+        Ok(())
+    }
+}
+
+impl Drop for EstablishmentFeed<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.writer.state().establishments_over = Some(false);
+            self.writer.changed.notify_all();
+        }
+    }
+}
+
+impl Fed for EstabelecimentoRow {
+    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        let create = |what: &str| {
+            let path = writer.scratch(what, part);
+            let file = File::create(&path).map_err(io_error(&path))?;
+            Ok::<_, IndexError>((path, BufWriter::with_capacity(1 << 16, file)))
+        };
+        Ok(Box::new(EstablishmentFeed {
+            writer,
+            part,
+            lookup: Some(writer.table(LookupTable::Establishments, part)?),
+            index: PartIndex::default(),
+            base: if part == Part::Upper { UPPER } else { 0 },
+            rows: 0,
+            cnpjs: create("cnpjs")?,
+            companies: create("companies")?,
+            company: None,
+            cells: Vec::new(),
+            finished: false,
+        }))
+    }
+}
+
+/// Reads the establishments' company ranges (lower half, then upper half) in company order.
+struct CompanyRanges {
+    files: Vec<(PathBuf, BufReader<File>)>,
+    current: Option<([u8; 8], u32, u32)>,
+}
+
+impl CompanyRanges {
+    /// The ordinals of the establishments of `basico` (companies must be asked in order).
+    fn of(&mut self, basico: &[u8]) -> Result<Option<std::ops::Range<u32>>, IndexError> {
+        loop {
+            match self.current {
+                Some((b, start, end)) if b.as_slice() == basico => return Ok(Some(start..end)),
+                Some((b, ..)) if b.as_slice() > basico => return Ok(None),
+                _ => {}
+            }
+            let Some((path, file)) = self.files.first_mut() else { return Ok(None) };
+            let mut record = [0u8; 16];
+            match file.read_exact(&mut record) {
+                Ok(()) => {
+                    let word = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
+                    self.current = Some((record[..8].try_into().expect("8 bytes"), word(8), word(12)));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    self.files.remove(0);
+                }
+                Err(e) => return Err(io_error(path)(e)),
+            }
+        }
+    }
+}
+
+struct CompanyFeed<'a> {
+    writer: &'a ServingWriter,
+    lookup: TableWriter,
+    index: PartIndex,
+    ranges: CompanyRanges,
+    cells: Vec<u8>,
+}
+
+impl Feed<EmpresaRow> for CompanyFeed<'_> {
+    fn push(&mut self, r: &EmpresaRow) -> Result<(), IndexError> {
+        self.cells.clear();
+        let capital = decimal_cell(&r.capital_social);
+        for cell in [Some(r.razao_social.as_str()), Some(&r.natureza_juridica), Some(&r.porte_empresa)] {
+            put_cell(&mut self.cells, cell);
+        }
+        put_cell(&mut self.cells, capital.as_deref());
+        put_cell(&mut self.cells, Some(&r.ente_federativo_responsavel));
+        self.lookup.put(&r.cnpj_basico, &self.cells)?;
+        if let Some(ordinals) = self.ranges.of(r.cnpj_basico.as_bytes())? {
+            self.index.table("porte").add_range(&r.porte_empresa, ordinals.clone());
+            self.index.table("natureza").add_range(&r.natureza_juridica, ordinals.clone());
+            self.index.table("nome").add_words(&r.razao_social_fold, ordinals);
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), IndexError> {
+        let CompanyFeed { writer, lookup, index, .. } = *self;
+        writer.deposit(lookup.finish()?, Some(index));
+        Ok(())
+    }
+}
+
+impl Fed for EmpresaRow {
+    /// Waits until the establishments are stored: their company ranges are read here.
+    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        let mut state = writer.state();
+        while state.establishments_over.is_none() {
+            state = writer.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        if state.establishments_over == Some(false) {
+            return Err(IndexError::EstablishmentsFailed);
+        }
+        drop(state);
+        let mut files = Vec::new();
+        for half in [Part::Lower, Part::Upper] {
+            let path = writer.scratch("companies", half);
+            match File::open(&path) {
+                Ok(file) => files.push((path, BufReader::with_capacity(1 << 16, file))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error(&path)(e)),
+            }
+        }
+        Ok(Box::new(CompanyFeed {
+            writer,
+            lookup: writer.table(LookupTable::Companies, part)?,
+            index: PartIndex::default(),
+            ranges: CompanyRanges { files, current: None },
+            cells: Vec::new(),
+        }))
+    }
+}
+
+/// A lookup table of one entry per company, made of its rows in reading order.
+struct GroupFeed<'a> {
+    writer: &'a ServingWriter,
+    lookup: TableWriter,
+    basico: String,
+    cells: Vec<u8>,
+    /// Only the first row of each company (the regimes: latest year first).
+    first_only: bool,
+}
+
+impl GroupFeed<'_> {
+    fn push_cells<'c>(
+        &mut self,
+        basico: &str,
+        cells: impl IntoIterator<Item = Option<&'c str>>,
+    ) -> Result<(), IndexError> {
+        if basico != self.basico {
+            self.flush()?;
+            self.basico.clear();
+            self.basico.push_str(basico);
+        } else if self.first_only {
+            return Ok(());
+        }
+        cells.into_iter().for_each(|c| put_cell(&mut self.cells, c));
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), IndexError> {
+        if !self.basico.is_empty() {
+            self.lookup.put(&self.basico, &self.cells)?;
+        }
+        self.cells.clear();
+        Ok(())
+    }
+
+    fn done(mut self) -> Result<(), IndexError> {
+        self.flush()?;
+        let GroupFeed { writer, lookup, .. } = self;
+        writer.deposit(lookup.finish()?, None);
+        Ok(())
+    }
+
+    fn create(writer: &ServingWriter, table: LookupTable, part: Part) -> Result<GroupFeed<'_>, IndexError> {
+        Ok(GroupFeed {
+            writer,
+            lookup: writer.table(table, part)?,
+            basico: String::new(),
+            cells: Vec::new(),
+            first_only: table == LookupTable::Regimes,
+        })
+    }
+}
+
+impl Feed<SocioRow> for GroupFeed<'_> {
+    fn push(&mut self, r: &SocioRow) -> Result<(), IndexError> {
+        let entrada = date_cell(r.data_entrada);
+        self.push_cells(
+            &r.cnpj_basico,
+            [
+                Some(r.nome.as_str()),
+                Some(&r.qualificacao),
+                Some(&r.tipo),
+                Some(&r.documento),
+                entrada.as_deref(),
+                Some(&r.faixa_etaria),
+                Some(&r.pais),
+                Some(&r.representante_legal),
+                Some(&r.nome_representante),
+                Some(&r.qualificacao_representante),
+            ],
+        )
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), IndexError> {
+        self.done()
+    }
+}
+
+impl Feed<SimplesRow> for GroupFeed<'_> {
+    fn push(&mut self, r: &SimplesRow) -> Result<(), IndexError> {
+        self.push_cells(&r.cnpj_basico, [Some(r.opcao_simples.as_str()), Some(&r.opcao_mei)])
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), IndexError> {
+        self.done()
+    }
+}
+
+impl Feed<RegimeRow> for GroupFeed<'_> {
+    fn push(&mut self, r: &RegimeRow) -> Result<(), IndexError> {
+        self.push_cells(&r.cnpj_basico, [Some(r.regime.as_str())])
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), IndexError> {
+        self.done()
+    }
+}
+
+impl Fed for SocioRow {
+    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        Ok(Box::new(GroupFeed::create(writer, LookupTable::Partners, part)?))
+    }
+}
+
+impl Fed for SimplesRow {
+    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        Ok(Box::new(GroupFeed::create(writer, LookupTable::Simples, part)?))
+    }
+}
+
+impl Fed for RegimeRow {
+    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        Ok(Box::new(GroupFeed::create(writer, LookupTable::Regimes, part)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(capital: Option<&str>, expected: Option<&str>) {
+        assert_eq!(decimal_cell(&capital.map(str::to_owned)).as_deref(), expected);
+    }
+
+    #[test]
+    fn capital_reads_as_the_stored_decimal() {
+        check(Some("1061004829.23"), Some("1061004829.23"));
+        check(Some("0.50"), Some("0.50"));
+        check(Some("10000.00"), Some("10000.00"));
+        check(Some("-5.00"), Some("-5.00"));
+        check(Some("0.00"), Some("0.00"));
+        check(None, None);
+    }
+}

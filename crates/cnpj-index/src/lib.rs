@@ -1,0 +1,14 @@
+//! The serving files beside a DuckDB dataset, one concern with a writer fed by the build's merge
+//! and a reader used by the store: the lookup file (`lookup`: the rows a record is built from, by
+//! key) and the search index (`search`: every search filter as compressed bitmaps of
+//! establishment ordinals). Both are written while the merge stores the tables (`feed`), stamped
+//! with the build's id, and renamed into place with the DuckDB file.
+
+mod feed;
+mod lookup;
+mod search;
+mod text;
+
+pub use feed::{Fed, Feed, IndexError, ServingWriter};
+pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
+pub use search::{Condition, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};

@@ -1,0 +1,680 @@
+//! The lookup file beside a DuckDB dataset (`<dataset>.lookup`): the text rows a record is built
+//! from, by key, in zstd-compressed blocks of about 16 KiB under a sparse index kept in memory.
+//! A detail record costs a few block reads (`pread`, then the page cache) instead of SQL, which
+//! DuckDB plans and runs in ≥ 150 µs a query. Written by the build's merge as it stores each
+//! table (see `feed.rs`); it carries the dataset's `build_id`, and a file of another build is not
+//! used.
+//!
+//! Tables (each keyed by fixed-width ASCII keys, ascending): establishments by CNPJ (the store's
+//! establishment columns), companies by `cnpj_basico` (company columns), partners by
+//! `cnpj_basico` (every partner's columns, in reading order, one entry per company), Simples by
+//! `cnpj_basico` (`opcao_simples`, `opcao_mei`) and tax regimes by `cnpj_basico` (the latest
+//! year's regime, the first read winning a tie). Each table is written in two parts at once (the
+//! build stores a table in two halves cut between companies); a table's index lists the blocks of
+//! its lower part, then of its upper part.
+//!
+//! Layout: blocks, then the index of each table (key width, rows, and per block its first key,
+//! offset, compressed and raw sizes and the XXH3 of its compressed bytes), the build id, the
+//! index's offset and the magic. In a block, an entry is its key, a varint length and the row:
+//! per cell a varint `len + 1`, or 0 for NULL, and the bytes. A block whose checksum does not
+//! match is an error (the store then answers through SQL), never a wrong or missing row.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+const MAGIC: &[u8; 8] = b"CNPJLKP3";
+/// Uncompressed bytes per block: one block is read and inflated per lookup.
+const BLOCK_BYTES: usize = 16 * 1024;
+const ZSTD_LEVEL: i32 = 1;
+
+/// A row as the store reads it: every cell as text, `None` for NULL.
+pub type TextRow = Vec<Option<String>>;
+
+/// The lookup file's tables, in index order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupTable {
+    Establishments,
+    Companies,
+    Partners,
+    Simples,
+    Regimes,
+}
+
+impl LookupTable {
+    const ALL: [LookupTable; 5] = [
+        LookupTable::Establishments,
+        LookupTable::Companies,
+        LookupTable::Partners,
+        LookupTable::Simples,
+        LookupTable::Regimes,
+    ];
+
+    fn key_width(self) -> usize {
+        if self == LookupTable::Establishments { 14 } else { 8 }
+    }
+}
+
+/// Which half of a table (cut between companies) a writer fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Lower,
+    Upper,
+}
+
+/// The lookup file of the dataset at `dataset`.
+pub fn lookup_path(dataset: &Path) -> PathBuf {
+    let mut name = dataset.as_os_str().to_owned();
+    name.push(".lookup");
+    PathBuf::from(name)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+pub(crate) fn varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*pos)?;
+        *pos += 1;
+        n |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// Appends one cell to an encoded row.
+pub(crate) fn put_cell(out: &mut Vec<u8>, cell: Option<&str>) {
+    match cell {
+        None => put_varint(out, 0),
+        Some(s) => {
+            put_varint(out, s.len() as u64 + 1);
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
+}
+
+/// The cells of an encoded row.
+fn row(bytes: &[u8]) -> Option<TextRow> {
+    let mut pos = 0;
+    let mut out = Vec::new();
+    while pos < bytes.len() {
+        let n = varint(bytes, &mut pos)? as usize;
+        out.push(match n {
+            0 => None,
+            n => {
+                let cell = bytes.get(pos..pos + n - 1)?;
+                pos += n - 1;
+                Some(String::from_utf8(cell.to_vec()).ok()?)
+            }
+        });
+    }
+    Some(out)
+}
+
+#[derive(Clone, Copy)]
+struct BlockRef {
+    offset: u64,
+    compressed: u32,
+    raw: u32,
+    checksum: u64,
+}
+
+/// One table's index (or one part of it, while writing): the first key of every block.
+struct Table {
+    key_width: usize,
+    first_keys: Vec<u8>,
+    blocks: Vec<BlockRef>,
+    rows: u64,
+}
+
+impl Table {
+    fn new(key_width: usize) -> Table {
+        Table { key_width, first_keys: Vec::new(), blocks: Vec::new(), rows: 0 }
+    }
+
+    fn first_key(&self, block: usize) -> &[u8] {
+        &self.first_keys[block * self.key_width..(block + 1) * self.key_width]
+    }
+
+    /// The last block whose first key is not after `key` (None: `key` is before every block).
+    fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.blocks.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.first_key(mid) <= key { lo = mid + 1 } else { hi = mid }
+        }
+        lo.checked_sub(1)
+    }
+}
+
+/// A raw block on its way to the compressing thread, with the (table, part) it belongs to.
+type RawBlock = (usize, Vec<u8>);
+
+/// What the compressing thread returns: the file, and the (table, part), compressed size and
+/// checksum of every block, in file order.
+type Compressed = (BufWriter<File>, Vec<(usize, u32, u64)>);
+
+fn slot(table: LookupTable, part: Part) -> usize {
+    table as usize * 2 + usize::from(part == Part::Upper)
+}
+
+/// Writes a lookup file. Each (table, part) is filled by its own [`TableWriter`] (on any
+/// thread), in ascending key order; one thread compresses and writes the blocks in the order they
+/// arrive, so blocks of all tables interleave in the file (the index has every offset).
+pub(crate) struct Writer {
+    path: PathBuf,
+    raw_blocks: Option<SyncSender<RawBlock>>,
+    compressing: Option<JoinHandle<std::io::Result<Compressed>>>,
+}
+
+impl Writer {
+    pub(crate) fn create(path: &Path) -> Result<Writer, LookupError> {
+        let io = |source| LookupError::Io { path: path.to_owned(), source };
+        let file = File::create(path).map_err(io)?;
+        let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
+        let (raw_blocks, received) = sync_channel::<RawBlock>(8);
+        let compressing = std::thread::spawn(move || {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let mut sizes = Vec::new();
+            for (slot, raw) in received {
+                let compressed = compressor.compress(&raw)?;
+                out.write_all(&compressed)?;
+                let checksum = xxhash_rust::xxh3::xxh3_64(&compressed);
+                sizes.push((slot, compressed.len() as u32, checksum));
+            }
+            Ok((out, sizes))
+        });
+        Ok(Writer { path: path.to_owned(), raw_blocks: Some(raw_blocks), compressing: Some(compressing) })
+    }
+
+    /// The writer of one part of `table`.
+    pub(crate) fn table(&self, table: LookupTable, part: Part) -> Result<TableWriter, LookupError> {
+        let raw_blocks = self.raw_blocks.clone().ok_or_else(|| LookupError::Invalid {
+            path: self.path.clone(),
+            reason: "the lookup file is already finished".into(),
+        })?;
+        Ok(TableWriter {
+            slot: slot(table, part),
+            path: self.path.clone(),
+            raw_blocks,
+            table: Table::new(table.key_width()),
+            block: Vec::with_capacity(2 * BLOCK_BYTES),
+            first_key: Vec::new(),
+            last_key: Vec::new(),
+        })
+    }
+
+    /// Stops the compressing thread: the file and the sizes of all blocks.
+    fn done(&mut self) -> Result<Compressed, LookupError> {
+        drop(self.raw_blocks.take());
+        let thread = self.compressing.take().ok_or_else(|| LookupError::Invalid {
+            path: self.path.clone(),
+            reason: "the lookup file is already finished".into(),
+        })?;
+        let result = thread.join().unwrap_or_else(|_| Err(std::io::Error::other("the compressing thread panicked")));
+        result.map_err(|source| LookupError::Io { path: self.path.clone(), source })
+    }
+
+    /// Writes the index and the footer. `parts` are the finished table writers (a table or part
+    /// that never got a writer is empty).
+    pub(crate) fn finish(mut self, parts: Vec<FinishedPart>, build_id: &str) -> Result<(), LookupError> {
+        let (mut out, sizes) = self.done()?;
+        let mut slots: Vec<Option<Table>> = (0..LookupTable::ALL.len() * 2).map(|_| None).collect();
+        for FinishedPart(slot, table) in parts {
+            slots[slot] = Some(table);
+        }
+        let mut next = vec![0; slots.len()];
+        let mut offset = 0u64;
+        for (slot, compressed, checksum) in sizes {
+            let table = slots[slot].as_mut().ok_or_else(|| LookupError::Invalid {
+                path: self.path.clone(),
+                reason: "a block of a table part that was not finished".into(),
+            })?;
+            let block = &mut table.blocks[next[slot]];
+            (block.offset, block.compressed, block.checksum) = (offset, compressed, checksum);
+            next[slot] += 1;
+            offset += u64::from(compressed);
+        }
+        let mut index = Vec::new();
+        put_varint(&mut index, LookupTable::ALL.len() as u64);
+        for table in LookupTable::ALL {
+            let lower = slots[slot(table, Part::Lower)].take();
+            let upper = slots[slot(table, Part::Upper)].take();
+            let parts: Vec<Table> = [lower, upper].into_iter().flatten().collect();
+            put_varint(&mut index, table.key_width() as u64);
+            put_varint(&mut index, parts.iter().map(|t| t.rows).sum());
+            put_varint(&mut index, parts.iter().map(|t| t.blocks.len() as u64).sum());
+            for part in &parts {
+                for (i, block) in part.blocks.iter().enumerate() {
+                    index.extend_from_slice(part.first_key(i));
+                    put_varint(&mut index, block.offset);
+                    put_varint(&mut index, u64::from(block.compressed));
+                    put_varint(&mut index, u64::from(block.raw));
+                    index.extend_from_slice(&block.checksum.to_le_bytes());
+                }
+            }
+        }
+        put_varint(&mut index, build_id.len() as u64);
+        index.extend_from_slice(build_id.as_bytes());
+        index.extend_from_slice(&offset.to_le_bytes());
+        index.extend_from_slice(MAGIC);
+        let io = |source| LookupError::Io { path: self.path.clone(), source };
+        out.write_all(&index).map_err(io)?;
+        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.compressing.is_some() {
+            let _ = self.done();
+        }
+    }
+}
+
+/// A finished part of a table, for [`Writer::finish`].
+pub(crate) struct FinishedPart(usize, Table);
+
+/// Fills one part of a table: rows in ascending key order, cut into blocks that go to the
+/// compressing thread.
+pub(crate) struct TableWriter {
+    slot: usize,
+    path: PathBuf,
+    raw_blocks: SyncSender<RawBlock>,
+    table: Table,
+    block: Vec<u8>,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+}
+
+impl TableWriter {
+    /// Appends one row (cells encoded by [`put_cell`]) under `key`, which must be greater than
+    /// the previous key of the part.
+    pub(crate) fn put(&mut self, key: &str, row: &[u8]) -> Result<(), LookupError> {
+        if key.len() != self.table.key_width || key.as_bytes() <= self.last_key.as_slice() {
+            return Err(LookupError::Invalid {
+                path: self.path.clone(),
+                reason: format!(
+                    "key {key:?} after {:?}: keys must be unique, ascending and {} bytes wide",
+                    String::from_utf8_lossy(&self.last_key),
+                    self.table.key_width
+                ),
+            });
+        }
+        self.table.rows += 1;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key.as_bytes());
+        if self.block.is_empty() {
+            self.first_key.clear();
+            self.first_key.extend_from_slice(key.as_bytes());
+        }
+        self.block.extend_from_slice(key.as_bytes());
+        put_varint(&mut self.block, row.len() as u64);
+        self.block.extend_from_slice(row);
+        if self.block.len() >= BLOCK_BYTES {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> Result<(), LookupError> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        self.table.first_keys.extend_from_slice(&self.first_key);
+        // Offset, compressed size and checksum are known once the compressing thread is done.
+        self.table.blocks.push(BlockRef { offset: 0, compressed: 0, raw: self.block.len() as u32, checksum: 0 });
+        let raw = std::mem::replace(&mut self.block, Vec::with_capacity(2 * BLOCK_BYTES));
+        // The compressing thread only stops early on an I/O error, which `Writer::done` returns.
+        self.raw_blocks.send((self.slot, raw)).map_err(|_| LookupError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other("the compressing thread stopped"),
+        })
+    }
+
+    /// Sends the last block; the part's index (offsets filled in by `Writer::finish`).
+    pub(crate) fn finish(mut self) -> Result<FinishedPart, LookupError> {
+        self.flush_block()?;
+        Ok(FinishedPart(self.slot, self.table))
+    }
+}
+
+/// Reads varints and fixed-width keys from the index.
+struct IndexReader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl IndexReader<'_> {
+    fn varint(&mut self) -> Option<u64> {
+        varint(self.bytes, &mut self.pos)
+    }
+
+    fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+        let out = self.bytes.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(out)
+    }
+
+    fn table(&mut self) -> Option<Table> {
+        let mut table = Table::new(self.varint()? as usize);
+        table.rows = self.varint()?;
+        for _ in 0..self.varint()? {
+            let key = self.bytes(table.key_width)?;
+            table.first_keys.extend_from_slice(key);
+            let (offset, compressed, raw) = (self.varint()?, self.varint()?, self.varint()?);
+            let checksum = u64::from_le_bytes(self.bytes(8)?.try_into().ok()?);
+            table.blocks.push(BlockRef { offset, compressed: compressed as u32, raw: raw as u32, checksum });
+        }
+        Some(table)
+    }
+}
+
+/// An open lookup file.
+pub struct Lookup {
+    file: File,
+    path: PathBuf,
+    build_id: String,
+    tables: Vec<Table>,
+}
+
+impl std::fmt::Debug for Lookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lookup({})", self.path.display())
+    }
+}
+
+impl Lookup {
+    pub fn open(path: &Path) -> Result<Lookup, LookupError> {
+        let invalid = |reason: &str| LookupError::Invalid { path: path.to_owned(), reason: reason.to_owned() };
+        let io = |source| LookupError::Io { path: path.to_owned(), source };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut tail = [0u8; 16];
+        if len < 16 || file.read_exact_at(&mut tail, len - 16).is_err() || &tail[8..] != MAGIC {
+            return Err(invalid("not a lookup file of this version"));
+        }
+        let index_at = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+        let index_len = (len - 16).checked_sub(index_at).ok_or_else(|| invalid("bad index offset"))?;
+        let mut index = vec![0u8; index_len as usize];
+        file.read_exact_at(&mut index, index_at).map_err(io)?;
+        let mut reader = IndexReader { bytes: &index, pos: 0 };
+        let parsed = (|| {
+            let n = reader.varint()? as usize;
+            if n != LookupTable::ALL.len() {
+                return None;
+            }
+            let tables = (0..n).map(|_| reader.table()).collect::<Option<Vec<_>>>()?;
+            let n = reader.varint()? as usize;
+            let build_id = String::from_utf8(reader.bytes(n)?.to_vec()).ok()?;
+            Some((tables, build_id))
+        })();
+        let (tables, build_id) = parsed.ok_or_else(|| invalid("corrupt index"))?;
+        Ok(Lookup { file, path: path.to_owned(), build_id, tables })
+    }
+
+    /// The build this file was written for.
+    pub fn build_id(&self) -> &str {
+        &self.build_id
+    }
+
+    /// Rows in `table`.
+    pub fn rows(&self, table: LookupTable) -> u64 {
+        self.tables[table as usize].rows
+    }
+
+    /// The row of `key` in `table`.
+    pub fn get(&self, table: LookupTable, key: &str) -> Result<Option<TextRow>, LookupError> {
+        let t = &self.tables[table as usize];
+        if key.len() != t.key_width {
+            return Ok(None);
+        }
+        let Some(i) = t.block_for(key.as_bytes()) else { return Ok(None) };
+        let mut found = None;
+        self.scan(t, i, |entry_key, value| match entry_key.cmp(key.as_bytes()) {
+            std::cmp::Ordering::Less => Ok(true),
+            std::cmp::Ordering::Equal => {
+                found = Some(value.to_vec());
+                Ok(false)
+            }
+            std::cmp::Ordering::Greater => Ok(false),
+        })?;
+        found.map(|v| row(&v).ok_or_else(|| self.corrupt("a row does not decode"))).transpose()
+    }
+
+    /// Every establishment of the company `basico`, in CNPJ order.
+    pub fn establishments_of(&self, basico: &str) -> Result<Vec<TextRow>, LookupError> {
+        let t = &self.tables[LookupTable::Establishments as usize];
+        let basico = basico.as_bytes();
+        if basico.len() != 8 {
+            return Ok(Vec::new());
+        }
+        // '0' is the lowest character of a CNPJ: every establishment of the company comes after.
+        let mut first = [b'0'; 14];
+        first[..8].copy_from_slice(basico);
+        let mut rows = Vec::new();
+        let start = t.block_for(&first).unwrap_or(0);
+        self.scan(t, start, |key, value| match key[..8].cmp(basico) {
+            std::cmp::Ordering::Less => Ok(true),
+            std::cmp::Ordering::Equal => {
+                rows.push(row(value).ok_or_else(|| self.corrupt("a row does not decode"))?);
+                Ok(true)
+            }
+            std::cmp::Ordering::Greater => Ok(false),
+        })?;
+        Ok(rows)
+    }
+
+    /// Calls `each` with the entries from block `start` on, until it returns `false` or the
+    /// table ends.
+    fn scan(
+        &self,
+        table: &Table,
+        start: usize,
+        mut each: impl FnMut(&[u8], &[u8]) -> Result<bool, LookupError>,
+    ) -> Result<(), LookupError> {
+        for block in &table.blocks[start.min(table.blocks.len())..] {
+            let raw = self.block(block)?;
+            let mut pos = 0;
+            while pos < raw.len() {
+                let key = raw.get(pos..pos + table.key_width).ok_or_else(|| self.corrupt("a key is cut"))?;
+                pos += table.key_width;
+                let len = varint(&raw, &mut pos).ok_or_else(|| self.corrupt("a length is cut"))? as usize;
+                let value = raw.get(pos..pos + len).ok_or_else(|| self.corrupt("a row is cut"))?;
+                pos += len;
+                if !each(key, value)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One block, read, checked and inflated.
+    fn block(&self, block: &BlockRef) -> Result<Vec<u8>, LookupError> {
+        let mut compressed = vec![0u8; block.compressed as usize];
+        self.file
+            .read_exact_at(&mut compressed, block.offset)
+            .map_err(|source| LookupError::Io { path: self.path.clone(), source })?;
+        if xxhash_rust::xxh3::xxh3_64(&compressed) != block.checksum {
+            return Err(self.corrupt(&format!("the block at {} does not match its checksum", block.offset)));
+        }
+        zstd::bulk::decompress(&compressed, block.raw as usize)
+            .map_err(|_| self.corrupt(&format!("the block at {} does not inflate", block.offset)))
+    }
+
+    fn corrupt(&self, reason: &str) -> LookupError {
+        LookupError::Invalid { path: self.path.clone(), reason: reason.to_owned() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(cells: &[Option<&str>]) -> Vec<u8> {
+        let mut row = Vec::new();
+        cells.iter().for_each(|c| put_cell(&mut row, *c));
+        row
+    }
+
+    /// Writes `rows` as establishments (lower part: the first half, upper: the rest, both at once)
+    /// and 2,000 companies, and reads every one back.
+    fn check(rows: &[(&str, Vec<Option<&str>>)]) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        let writer = Writer::create(&path).unwrap();
+        let (lower, upper) = rows.split_at(rows.len() / 2);
+        let parts = std::thread::scope(|scope| {
+            let mut halves = Vec::new();
+            for (part, rows) in [(Part::Lower, lower), (Part::Upper, upper)] {
+                let mut w = writer.table(LookupTable::Establishments, part).unwrap();
+                halves.push(scope.spawn(move || {
+                    for (key, cells) in rows {
+                        w.put(key, &encoded(cells)).unwrap();
+                    }
+                    w.finish().unwrap()
+                }));
+            }
+            let mut companies = writer.table(LookupTable::Companies, Part::Lower).unwrap();
+            for i in 0..2_000 {
+                companies.put(&format!("{i:08}"), &encoded(&[Some("company"), Some(&"y".repeat(i % 200))])).unwrap();
+            }
+            let mut parts: Vec<FinishedPart> = halves.into_iter().map(|h| h.join().unwrap()).collect();
+            parts.push(companies.finish().unwrap());
+            parts
+        });
+        writer.finish(parts, "build-1").unwrap();
+        let lookup = Lookup::open(&path).unwrap();
+        assert_eq!(lookup.build_id(), "build-1");
+        assert_eq!(lookup.rows(LookupTable::Establishments), rows.len() as u64);
+        for (key, cells) in rows {
+            let expected: TextRow = cells.iter().map(|c| c.map(str::to_owned)).collect();
+            assert_eq!(lookup.get(LookupTable::Establishments, key).unwrap(), Some(expected), "{key}");
+        }
+        for i in [0, 1, 777, 1_999] {
+            let expected = vec![Some("company".to_owned()), Some("y".repeat(i % 200))];
+            assert_eq!(lookup.get(LookupTable::Companies, &format!("{i:08}")).unwrap(), Some(expected));
+        }
+        assert_eq!(lookup.get(LookupTable::Companies, "00002000").unwrap(), None);
+        assert_eq!(lookup.get(LookupTable::Partners, "00000001").unwrap(), None, "an empty table");
+        for absent in ["00000000000000", "99999999999999", "0000000000000", "00000000000001x"] {
+            if !rows.iter().any(|(k, _)| *k == absent) {
+                assert_eq!(lookup.get(LookupTable::Establishments, absent).unwrap(), None, "{absent}");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_come_back_as_written_across_many_blocks_and_both_parts() {
+        let keys: Vec<String> = (0..5_000).map(|i| format!("{:014}", i * 7 + 3)).collect();
+        let values: Vec<String> = (0..5_000).map(|i| "x".repeat(i % 300)).collect();
+        let rows: Vec<(&str, Vec<Option<&str>>)> = keys
+            .iter()
+            .zip(&values)
+            .enumerate()
+            .map(|(i, (k, v))| (k.as_str(), vec![Some(k.as_str()), (i % 3 != 0).then_some(v.as_str()), Some("")]))
+            .collect();
+        check(&rows);
+    }
+
+    #[test]
+    fn null_and_empty_cells_differ() {
+        check(&[("12345678000195", vec![None, Some(""), Some("ção"), None])]);
+    }
+
+    #[test]
+    fn establishments_of_a_company_span_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        let writer = Writer::create(&path).unwrap();
+        let mut w = writer.table(LookupTable::Establishments, Part::Lower).unwrap();
+        let big = "z".repeat(3_000);
+        for basico in ["11111111", "22222222", "33333333"] {
+            for ordem in 1..=20 {
+                let key = format!("{basico}{ordem:04}00");
+                w.put(&key, &encoded(&[Some(&key), Some(&big)])).unwrap();
+            }
+        }
+        let part = w.finish().unwrap();
+        writer.finish(vec![part], "b").unwrap();
+        let lookup = Lookup::open(&path).unwrap();
+        let of =
+            |b: &str| lookup.establishments_of(b).unwrap().iter().map(|r| r[0].clone().unwrap()).collect::<Vec<_>>();
+        let expected: Vec<String> = (1..=20).map(|o| format!("22222222{o:04}00")).collect();
+        assert_eq!(of("22222222"), expected);
+        assert!(of("22222223").is_empty() && of("00000000").is_empty() && of("9").is_empty());
+    }
+
+    #[test]
+    fn keys_must_ascend() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Writer::create(&dir.path().join("t.lookup")).unwrap();
+        let mut writer = writer.table(LookupTable::Companies, Part::Upper).unwrap();
+        writer.put("00000002", &[]).unwrap();
+        for bad in ["00000002", "00000001", "0000003"] {
+            assert!(matches!(writer.put(bad, &[]), Err(LookupError::Invalid { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        Writer::create(&path).unwrap().finish(Vec::new(), "b").unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(matches!(Lookup::open(&path), Err(LookupError::Invalid { .. })));
+    }
+
+    #[test]
+    fn a_flipped_bit_in_a_block_is_an_error_not_a_missing_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        let writer = Writer::create(&path).unwrap();
+        let mut w = writer.table(LookupTable::Companies, Part::Lower).unwrap();
+        for i in 0..3_000 {
+            w.put(&format!("{i:08}"), &encoded(&[Some(&format!("company {i} {}", "x".repeat(i % 50)))])).unwrap();
+        }
+        let part = w.finish().unwrap();
+        writer.finish(vec![part], "b").unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Flip one bit in every tenth byte of the blocks (the index is at the end).
+        let index_at = u64::from_le_bytes(bytes[bytes.len() - 16..bytes.len() - 8].try_into().unwrap()) as usize;
+        for at in (5..index_at).step_by(1_000) {
+            bytes[at] ^= 0x10;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let lookup = Lookup::open(&path).unwrap();
+        let mut errors = 0;
+        for i in 0..3_000 {
+            match lookup.get(LookupTable::Companies, &format!("{i:08}")) {
+                Ok(Some(row)) => assert!(row[0].as_deref().unwrap().starts_with(&format!("company {i} "))),
+                Ok(None) => panic!("{i} came back missing"),
+                Err(LookupError::Invalid { .. }) => errors += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(errors > 0, "the damage is seen");
+    }
+}
