@@ -1,11 +1,19 @@
 //! Loopback load benchmark of `cnpj-api` (not a test): starts the real server over a dataset
 //! (the sample dump, or `CNPJ_BENCH_DB`), then drives keep-alive connections for a fixed time per
-//! scenario and prints requests/s and p50/p99 latency for detail, search and batch-of-100.
+//! scenario and prints requests/s and p50/p99 latency for detail, search and batch-of-100; then the
+//! search suite: every filter of contract §5 alone with a broad and a narrow value (picked from the
+//! dataset), text terms that are common, rare, mid-word and absent, combinations of 2 to 6
+//! filters and deep pages, each query run alone (median, p99 and its total) on the search index
+//! and, as the baseline in the same run, on a second server that searches by SQL
+//! (`--no-search-index`); then the whole suite mixed on every connection (searches/s), and the
+//! servers' peak RSS.
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
 //! (a file of CNPJs to look up, one per line), `CNPJ_BENCH_POSTGRES` (a database URL: the dataset
-//! is published there, schema `bench_api`, and served from Postgres)).
+//! is published there, schema `bench_api`, and served from Postgres, with and without the
+//! dataset's search index), `CNPJ_BENCH_QUERY_SECONDS` (time per suite query and server,
+//! default 2), `CNPJ_BENCH_BASELINE` (`0`: no SQL baseline)).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -31,6 +39,11 @@ impl Conn {
     }
 
     fn call(&mut self, request: &[u8]) -> u16 {
+        self.call_body(request).0
+    }
+
+    /// The status and the body.
+    fn call_body(&mut self, request: &[u8]) -> (u16, Vec<u8>) {
         self.writer.write_all(request).expect("send");
         let mut line = String::new();
         self.reader.read_line(&mut line).expect("status line");
@@ -50,7 +63,7 @@ impl Conn {
         }
         let mut body = vec![0; length];
         self.reader.read_exact(&mut body).expect("body");
-        status
+        (status, body)
     }
 }
 
@@ -98,9 +111,150 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+/// A running server and its address.
+struct Server {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Server {
+    fn spawn(accounts: &Path, dataset: &[std::ffi::OsString], extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+            .arg("--accounts")
+            .arg(accounts)
+            .args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "4000000000"])
+            .args(dataset)
+            .args(extra)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        Server { child, addr: line.trim().trim_start_matches("http://").to_owned() }
+    }
+
+    /// Peak resident memory (VmHWM) in MB.
+    fn peak_rss_mb(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0.0);
+        kb / 1024.0
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The search suite's queries (name, query string), with values picked from the dataset.
+fn search_suite(db: &Path) -> Vec<(String, String)> {
+    let conn = duckdb::Connection::open_with_flags(
+        db,
+        duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap(),
+    )
+    .expect("the dataset opens");
+    let one = |sql: &str| -> String { conn.query_row(sql, [], |r| r.get::<_, String>(0)).unwrap_or_default() };
+    // The most and the least common value of a column.
+    let extremes = |table: &str, column: &str| -> (String, String) {
+        let sql = |order: &str| {
+            format!("SELECT {column} FROM {table} WHERE {column} <> '' GROUP BY 1 ORDER BY count(*) {order}, 1 LIMIT 1")
+        };
+        (one(&sql("DESC")), one(&sql("ASC")))
+    };
+    let (uf, uf_rare) = extremes("estabelecimentos", "uf");
+    let (city, city_rare) = extremes("estabelecimentos", "municipio");
+    let (cnae, cnae_rare) = extremes("estabelecimentos", "cnae_fiscal");
+    let (situacao, situacao_rare) = extremes("estabelecimentos", "situacao_cadastral");
+    let (porte, porte_rare) = extremes("empresas", "porte_empresa");
+    let (nature, nature_rare) = extremes("empresas", "natureza_juridica");
+    let (cep, _) = extremes("estabelecimentos", "cep");
+    let day = one(
+        "SELECT CAST(data_inicio_atividade AS VARCHAR) FROM estabelecimentos WHERE data_inicio_atividade IS NOT NULL \
+         GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1",
+    );
+    let cnpj = one("SELECT cnpj FROM estabelecimentos LIMIT 1 OFFSET 1000");
+    let rare_word =
+        one("SELECT nome_fantasia_fold FROM estabelecimentos WHERE length(nome_fantasia_fold) > 12 LIMIT 1 OFFSET 777");
+    let rare_word = rare_word.split(' ').max_by_key(|w| w.len()).unwrap_or("x").to_owned();
+    let q = |name: &str, query: String| (name.to_owned(), query);
+    vec![
+        q("state broad", format!("state={uf}")),
+        q("state narrow", format!("state={uf_rare}")),
+        q("city_id broad", format!("city_id={city}")),
+        q("city_id narrow", format!("city_id={city_rare}")),
+        q("city name", "city=sao%20paulo".into()),
+        q("cnae broad", format!("business_sector={cnae}")),
+        q("cnae narrow", format!("business_sector={cnae_rare}")),
+        q("situacao broad", format!("situacao_cadastral={situacao}")),
+        q("situacao narrow", format!("situacao_cadastral={situacao_rare}")),
+        q("porte broad", format!("porte_empresa_code={porte}")),
+        q("porte narrow", format!("porte_empresa_code={porte_rare}")),
+        q("nature broad", format!("nature_code={nature}")),
+        q("nature narrow", format!("nature_code={nature_rare}")),
+        q("opening broad", "opening_date_from=2000-01-01&opening_date_to=2024-12-31".into()),
+        q("opening one day", format!("opening_date_from={day}&opening_date_to={day}")),
+        q("zip broad", format!("zip_code={}", &cep[..2.min(cep.len())])),
+        q("zip full", format!("zip_code={cep}")),
+        q("cnpj base", format!("cnpj={}", &cnpj[..8.min(cnpj.len())])),
+        q("cnpj full", format!("cnpj={cnpj}")),
+        q("name common", "trading_name=comercio".into()),
+        q("name rare", format!("trading_name={rare_word}")),
+        q("name mid-word", "trading_name=ercia".into()),
+        q("name absent", "trading_name=zzqxjw".into()),
+        q("neighborhood", "neighborhood=centro".into()),
+        q("2: state+situacao", format!("state={uf}&situacao_cadastral={situacao}")),
+        q("2: city+cnae", format!("city_id={city}&business_sector={cnae}")),
+        q("3: state+porte+nature", format!("state={uf}&porte_empresa_code={porte}&nature_code={nature}")),
+        q(
+            "4: +opening",
+            format!("state={uf}&situacao_cadastral={situacao}&porte_empresa_code={porte}&opening_date_from=2010-01-01"),
+        ),
+        q(
+            "5: +name",
+            format!("state={uf}&situacao_cadastral={situacao}&city_id={city}&zip_code=0&trading_name=comercio"),
+        ),
+        q(
+            "6 filters",
+            format!(
+                "state={uf}&city_id={city}&situacao_cadastral={situacao}&porte_empresa_code={porte}\
+                 &opening_date_from=2000-01-01&opening_date_to=2025-12-31&nature_code={nature}"
+            ),
+        ),
+        q("deep page", format!("state={uf}&per_page=50&page=2000")),
+        q("deep page 2", format!("situacao_cadastral={situacao}&per_page=50&page=20000")),
+    ]
+}
+
+/// Runs `request` alone, again and again for `seconds` (at least 3 times, at most 200): the
+/// median and p99 in ms, and the response's `total`.
+fn alone(addr: &str, request: &[u8], seconds: f64) -> (f64, f64, u64) {
+    let mut conn = Conn::open(addr);
+    let started = Instant::now();
+    let (mut latencies, mut total) = (Vec::new(), 0);
+    while latencies.len() < 3 || (started.elapsed().as_secs_f64() < seconds && latencies.len() < 200) {
+        let sent = Instant::now();
+        let (status, body) = conn.call_body(request);
+        latencies.push(sent.elapsed());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        total = body["total"].as_u64().unwrap_or(0);
+    }
+    latencies.sort();
+    (percentile(&latencies, 0.5), percentile(&latencies, 0.99), total)
+}
+
 fn main() {
     let seconds: f64 = env_or("CNPJ_BENCH_SECONDS", 10.0);
     let connections: usize = env_or("CNPJ_BENCH_CONNECTIONS", 8);
+    let query_seconds: f64 = env_or("CNPJ_BENCH_QUERY_SECONDS", 2.0);
+    let baseline = std::env::var("CNPJ_BENCH_BASELINE").map_or(true, |v| v != "0");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = tempfile::tempdir().unwrap();
     let db: PathBuf = match std::env::var("CNPJ_BENCH_DB") {
@@ -121,25 +275,19 @@ fn main() {
     };
     api(&["accounts", "create-user", "bench", "--credits", "1000000000000"]);
     let token = api(&["accounts", "issue-token", "bench"]);
-    let dataset: Vec<std::ffi::OsString> = match std::env::var("CNPJ_BENCH_POSTGRES") {
+    let index = cnpj_store::search_index_path(&db);
+    let (dataset, indexed): (Vec<std::ffi::OsString>, Vec<&str>) = match std::env::var("CNPJ_BENCH_POSTGRES") {
         Ok(url) => {
             cnpj_load::postgres::publish(&db, &url, "bench_api", 2, &|_| {}).expect("the dataset is published");
-            vec!["--postgres".into(), url.into(), "--schema".into(), "bench_api".into()]
+            (
+                vec!["--postgres".into(), url.into(), "--schema".into(), "bench_api".into()],
+                vec!["--search-index", index.to_str().unwrap()],
+            )
         }
-        Err(_) => vec!["--db".into(), db.clone().into()],
+        Err(_) => (vec!["--db".into(), db.clone().into()], Vec::new()),
     };
-    let mut server = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
-        .arg("--accounts")
-        .arg(&accounts)
-        .args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "4000000000"])
-        .args(dataset)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().trim_start_matches("http://").to_owned();
+    let server = Server::spawn(&accounts, &dataset, &indexed);
+    let addr = server.addr.clone();
 
     let cnpjs: Vec<String> = match std::env::var("CNPJ_BENCH_CNPJS") {
         Ok(file) => {
@@ -151,9 +299,10 @@ fn main() {
                 .to_vec()
         }
     };
-    let get = |path: &str| {
+    let get_at = |addr: &str, path: &str| {
         format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n").into_bytes()
     };
+    let get = |path: &str| get_at(&addr, path);
     let detail: Vec<Vec<u8>> = cnpjs.iter().map(|c| get(&format!("/api/v1/companies/{c}"))).collect();
     let search: Vec<Vec<u8>> =
         ["state=SP", "zip_code=01310", "trading_name=exemplo", "situacao_cadastral=02&per_page=50"]
@@ -198,6 +347,45 @@ fn main() {
             o.errors
         );
     }
-    let _ = server.kill();
-    let _ = server.wait();
+
+    // The search suite: each query alone on the index, then on SQL (the baseline).
+    let suite = search_suite(&db);
+    let sql_server = baseline.then(|| Server::spawn(&accounts, &dataset, &["--no-search-index"]));
+    println!();
+    println!(
+        "search suite: each query alone for {query_seconds} s (median and p99 in ms; baseline: the same server searching by SQL)"
+    );
+    println!(
+        "{:<24} {:>10} {:>10} {:>10} {:>11} {:>11}",
+        "query", "total", "index p50", "index p99", "SQL p50", "SQL p99"
+    );
+    let (mut worst_p50, mut worst_p99) = (0f64, 0f64);
+    for (name, query) in &suite {
+        let path = format!("/api/v1/companies/search?{query}");
+        let (p50, p99, total) = alone(&addr, &get_at(&addr, &path), query_seconds);
+        (worst_p50, worst_p99) = (worst_p50.max(p50), worst_p99.max(p99));
+        let (sql50, sql99) = match &sql_server {
+            Some(s) => {
+                let (p50, p99, sql_total) = alone(&s.addr, &get_at(&s.addr, &path), query_seconds);
+                assert_eq!(sql_total, total, "{name}: the index and SQL disagree on the total");
+                (format!("{p50:.2}"), format!("{p99:.2}"))
+            }
+            None => ("-".into(), "-".into()),
+        };
+        println!("{name:<24} {total:>10} {p50:>10.2} {p99:>10.2} {sql50:>11} {sql99:>11}");
+    }
+    println!("slowest query on the index: median {worst_p50:.2} ms, p99 {worst_p99:.2} ms");
+    let mixed: Vec<Vec<u8>> = suite.iter().map(|(_, q)| get(&format!("/api/v1/companies/search?{q}"))).collect();
+    let o = drive(&addr, connections, seconds, &mixed);
+    println!(
+        "mixed suite on the index, {connections} connections: {:.0} searches/s, p50 {:.2} ms, p99 {:.2} ms, {} errors",
+        o.requests as f64 / o.seconds,
+        percentile(&o.latencies, 0.50),
+        percentile(&o.latencies, 0.99),
+        o.errors
+    );
+    println!("server peak RSS: {:.0} MB with the index", server.peak_rss_mb());
+    if let Some(s) = &sql_server {
+        println!("server peak RSS: {:.0} MB searching by SQL", s.peak_rss_mb());
+    }
 }

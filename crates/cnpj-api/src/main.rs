@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use cnpj_accounts::Accounts;
-use cnpj_store::{Source, Store};
+use cnpj_store::{SearchIndexFile, Source, Store};
 
 #[derive(Debug, Parser)]
 #[command(name = "cnpj-api", version, about = "The read-only CNPJ registry API")]
@@ -45,6 +45,14 @@ enum Command {
         /// The Postgres schema of the dataset.
         #[arg(long, default_value = "cnpj")]
         schema: String,
+        /// The search index to search with: by default a DuckDB dataset's own (`<db>.search`);
+        /// with --postgres, the index file of the build that was published (its build id is
+        /// checked against the publication's). Without one, searches run by SQL.
+        #[arg(long, conflicts_with = "no_search_index")]
+        search_index: Option<PathBuf>,
+        /// Search by SQL only, ignoring any search index (to compare, or to troubleshoot).
+        #[arg(long)]
+        no_search_index: bool,
         /// Seconds between checks for a new Postgres publication.
         #[arg(long, default_value_t = 5)]
         reload_check: u64,
@@ -123,6 +131,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             db,
             postgres,
             schema,
+            search_index,
+            no_search_index,
             reload_check,
             listen,
             rate_limit,
@@ -136,11 +146,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 (None, Some(url)) => Source::Postgres { url, schema },
                 (None, None) => anyhow::bail!("--db or --postgres is required"),
             };
-            let store = Store::open(&source)?;
+            let index = match (search_index, no_search_index) {
+                (_, true) => SearchIndexFile::None,
+                (Some(path), false) => SearchIndexFile::At(path),
+                (None, false) => SearchIndexFile::Beside,
+            };
+            let store = Store::open_with_index(&source, &index)?;
+            if !store.has_search_index() {
+                tracing::info!("no search index in use: searches run by SQL");
+            }
             let watch = matches!(source, Source::Postgres { .. });
             let prices = server::Prices { detail: price_detail, batch_item: price_batch, search: price_search };
             let limiter = limits::RateLimiter::new(rate_limit, std::time::Duration::from_secs(rate_window));
-            let state = Arc::new(server::AppState::new(source, store, accounts, limiter, prices));
+            let state = Arc::new(server::AppState::new(store, accounts, limiter, prices));
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(async move {
                 let listener =

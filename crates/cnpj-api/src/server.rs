@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use cnpj_accounts::{Accounts, User};
 use cnpj_model::CnpjQuery;
-use cnpj_store::{Source, Store};
+use cnpj_store::Store;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -36,7 +36,6 @@ impl Default for Prices {
 }
 
 pub struct AppState {
-    dataset: Source,
     store: RwLock<Arc<Store>>,
     accounts: Arc<Accounts>,
     limiter: RateLimiter,
@@ -45,9 +44,8 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(dataset: Source, store: Store, accounts: Accounts, limiter: RateLimiter, prices: Prices) -> AppState {
+    pub fn new(store: Store, accounts: Accounts, limiter: RateLimiter, prices: Prices) -> AppState {
         AppState {
-            dataset,
             store: RwLock::new(Arc::new(store)),
             accounts: Arc::new(accounts),
             limiter,
@@ -63,7 +61,7 @@ impl AppState {
 
     /// Opens the dataset again and serves it from now on; the batch cache is dropped.
     pub fn reload(&self) -> Result<String, cnpj_store::StoreError> {
-        let store = Store::open(&self.dataset)?;
+        let store = self.store().reopen()?;
         let month = store.source_month().to_owned();
         *self.store.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(store);
         self.cache.clear();

@@ -477,8 +477,9 @@ fn dataset_swap_under_load_and_graceful_shutdown() {
         &s,
         &token,
         || {
-            // As the README says: the lookup file, then the DuckDB file, then SIGHUP.
+            // As the README says: the lookup file and the search index, then the DuckDB file, then SIGHUP.
             std::fs::rename(cnpj_store::lookup_path(&next), cnpj_store::lookup_path(&s.db)).unwrap();
+            std::fs::rename(cnpj_store::search_index_path(&next), cnpj_store::search_index_path(&s.db)).unwrap();
             std::fs::rename(&next, &s.db).unwrap();
             s.signal("-HUP");
         },
@@ -593,7 +594,8 @@ fn pg_server(url: &str, extra: &[&str]) -> Server {
 }
 
 /// Every detail record, a fixed search suite and batches, in the three locales: the Postgres
-/// backend answers with the same status and the same bytes as DuckDB.
+/// backend answers with the same status and the same bytes as DuckDB, and so does it with the
+/// build's search index (`--search-index`).
 #[test]
 fn postgres_answers_byte_for_byte_like_duckdb() {
     let mut inputs = vec![root().join("data/sample-dump")];
@@ -614,6 +616,10 @@ fn postgres_answers_byte_for_byte_like_duckdb() {
         publish(&duck.db, &url);
         let pg = pg_server(&url, &["--rate-limit", "1000000"]);
         let (duck_token, pg_token) = (duck.user("pat", 1_000_000), pg.user("pat", 1_000_000));
+        // Postgres searching with the build's search index (pages fetched by key).
+        let index = cnpj_store::search_index_path(&duck.db);
+        let pg_indexed = pg_server(&url, &["--rate-limit", "1000000", "--search-index", index.to_str().unwrap()]);
+        let indexed_token = pg_indexed.user("ida", 1_000_000);
 
         let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         let mut ids: Vec<String> = client
@@ -668,6 +674,10 @@ fn postgres_answers_byte_for_byte_like_duckdb() {
                 let (a, b) = (get(&duck, &path, &duck_token), get(&pg, &path, &pg_token));
                 assert_eq!(a.status, b.status, "{path}");
                 assert!(a.raw == b.raw, "{path}:\nduckdb   {}\npostgres {}", a.body, b.body);
+                if path.contains("/search?") {
+                    let c = get(&pg_indexed, &path, &indexed_token);
+                    assert!(a.raw == c.raw, "{path}:\nduckdb   {}\npostgres with the index {}", a.body, c.body);
+                }
                 compared += 1;
             }
             for batch in &batches {

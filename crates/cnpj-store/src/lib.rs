@@ -40,8 +40,22 @@ pub enum StoreError {
 /// search with more runs by SQL.
 const VERIFY_LIMIT: u64 = 20_000;
 
+/// Which search index a store searches with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SearchIndexFile {
+    /// A DuckDB file's own (`<file>.search`); none for a Postgres schema.
+    #[default]
+    Beside,
+    /// The index at this path (for Postgres: the index file of the build it publishes).
+    At(std::path::PathBuf),
+    /// None: every search by SQL.
+    None,
+}
+
 /// An open dataset with its labels and cities in memory.
 pub struct Store {
+    source: Source,
+    search_index: SearchIndexFile,
     backend: Backend,
     /// A DuckDB dataset's lookup file, when it belongs to the same build.
     lookup: Option<Lookup>,
@@ -143,13 +157,12 @@ fn opt(row: &TextRow, i: usize) -> Option<String> {
 impl Store {
     /// Opens a dataset; a DuckDB file with its lookup file and search index beside it.
     pub fn open(source: &Source) -> Result<Store, StoreError> {
-        Store::open_with_index(source, None)
+        Store::open_with_index(source, &SearchIndexFile::Beside)
     }
 
-    /// Opens a dataset, searching with the search index at `search_index` (the one beside a
-    /// DuckDB file when `None`; a Postgres schema has none unless given). An index of another
+    /// Opens a dataset, searching with the search index `search_index` says. An index of another
     /// build than the dataset's is not used (searches run by SQL), and a warning says so.
-    pub fn open_with_index(source: &Source, search_index: Option<&std::path::Path>) -> Result<Store, StoreError> {
+    pub fn open_with_index(source: &Source, search_index: &SearchIndexFile) -> Result<Store, StoreError> {
         let backend = Backend::open(source)?;
         let metadata = backend
             .rows("metadata", "SELECT key, value FROM metadata", &[])
@@ -164,9 +177,9 @@ impl Store {
             Source::Postgres { .. } => None,
         };
         let search_path = match (search_index, source) {
-            (Some(path), _) => Some(path.to_owned()),
-            (None, Source::DuckDb(path)) => Some(search_index_path(path)),
-            (None, Source::Postgres { .. }) => None,
+            (SearchIndexFile::At(path), _) => Some(path.to_owned()),
+            (SearchIndexFile::Beside, Source::DuckDb(path)) => Some(search_index_path(path)),
+            (SearchIndexFile::Beside, Source::Postgres { .. }) | (SearchIndexFile::None, _) => None,
         };
         let search = search_path
             .and_then(|path| open_serving("search index", &path, &build_id, SearchIndex::open, SearchIndex::build_id));
@@ -184,7 +197,24 @@ impl Store {
             cities.push((fold(&city.name), city));
         }
         cities.sort_by(|(fa, a), (fb, b)| (fa, &a.name, &a.id).cmp(&(fb, &b.name, &b.id)));
-        Ok(Store { backend, lookup, search, labels, municipios, cities, source_month, published_at })
+        Ok(Store {
+            source: source.clone(),
+            search_index: search_index.clone(),
+            backend,
+            lookup,
+            search,
+            labels,
+            municipios,
+            cities,
+            source_month,
+            published_at,
+        })
+    }
+
+    /// Opens the same dataset again, with the same choice of search index (a swapped file or a
+    /// new publication is then served).
+    pub fn reopen(&self) -> Result<Store, StoreError> {
+        Store::open_with_index(&self.source, &self.search_index)
     }
 
     /// Whether the dataset behind this store is still the one it opened: false once a newer
