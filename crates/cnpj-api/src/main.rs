@@ -105,11 +105,24 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`accounts show ana | head -1`): it had what it wanted.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `text` and a newline to stdout; a closed pipe is an error (`main` ends quietly on it).
+fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -146,8 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let listener =
                     tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
                 let addr = listener.local_addr()?;
-                println!("http://{addr}");
-                std::io::stdout().flush()?;
+                print(&format!("http://{addr}"))?;
                 tracing::info!(%addr, "serving");
                 server::reload_on_sighup(Arc::clone(&state))?;
                 if watch {
@@ -161,27 +173,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             match command {
                 AccountsCommand::CreateUser { name, credits } => {
                     let user = accounts.create_user(&name, credits)?;
-                    println!("created user {} with {} credits", user.name, user.credits);
+                    print(&format!("created user {} with {} credits", user.name, user.credits))?;
                 }
-                AccountsCommand::IssueToken { user, expires } => println!("{}", accounts.issue_token(&user, expires)?),
+                AccountsCommand::IssueToken { user, expires } => print(&accounts.issue_token(&user, expires)?)?,
                 AccountsCommand::RevokeToken { prefix } => {
                     accounts.revoke_token(&prefix)?;
-                    println!("revoked {prefix}");
+                    print(&format!("revoked {prefix}"))?;
                 }
                 AccountsCommand::Grant { user, credits } => {
                     let user = accounts.grant(&user, credits)?;
-                    println!("{} has {} credits", user.name, user.credits);
+                    print(&format!("{} has {} credits", user.name, user.credits))?;
                 }
                 AccountsCommand::Show { user } => {
                     let (user, tokens, used) = accounts.show(&user)?;
-                    println!("user {}: {} credits, {} used", user.name, user.credits, used);
+                    print(&format!("user {}: {} credits, {} used", user.name, user.credits, used))?;
                     for t in tokens {
                         let state = match (t.revoked_at, t.expires_at) {
                             (Some(_), _) => "revoked".to_owned(),
                             (None, Some(at)) => format!("expires at {at}"),
                             (None, None) => "active".to_owned(),
                         };
-                        println!("  {}…  {state}", t.prefix);
+                        print(&format!("  {}…  {state}", t.prefix))?;
                     }
                 }
             }

@@ -568,6 +568,24 @@ fn cases_first_detail(s: &Server, token: &str) -> Value {
     reply.body
 }
 
+/// Issue 19 item 17: output into a closed pipe (`| head -1`) ends quietly, with success.
+#[test]
+fn closed_pipe_on_stdout_exits_quietly() {
+    let s = Server::start(&[]);
+    s.user("pipa", 3);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        .args(s.accounts.args())
+        .args(["accounts", "show", "pipa"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "{:?}: {stderr}", out.status);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Postgres
 
