@@ -4,6 +4,7 @@
 mod error;
 mod limits;
 mod params;
+mod serve;
 mod server;
 
 use std::io::Write;
@@ -11,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -63,6 +65,19 @@ enum Command {
         /// Credits per CNPJ found in a batch.
         #[arg(long, default_value_t = 1)]
         price_batch: i64,
+        /// Seconds a client has to send a request head (from the connection's opening for the
+        /// first, from its first byte for the next ones); the connection is closed after it.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+        header_timeout: u64,
+        /// Seconds a client has to send a request body once its head arrived (408, then closed).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+        body_timeout: u64,
+        /// Seconds a keep-alive connection may wait for its next request before it is closed.
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+        idle_timeout: u64,
+        /// Connections open at once; beyond it, new ones wait in the listen backlog.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: u32,
     },
     /// Manage users, tokens and credits.
     Accounts {
@@ -143,6 +158,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             price_detail,
             price_search,
             price_batch,
+            header_timeout,
+            body_timeout,
+            idle_timeout,
+            max_connections,
         } => {
             let source = match (db, postgres) {
                 (Some(path), _) => Source::DuckDb(path),
@@ -165,7 +184,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 if watch {
                     server::watch_publications(Arc::clone(&state), std::time::Duration::from_secs(reload_check.max(1)));
                 }
-                axum::serve(listener, server::router(state)).with_graceful_shutdown(server::shutdown_signal()).await?;
+                let limits = serve::Limits {
+                    header_timeout: Duration::from_secs(header_timeout),
+                    idle_timeout: Duration::from_secs(idle_timeout),
+                    max_connections: max_connections as usize,
+                };
+                let router = server::router(state, Duration::from_secs(body_timeout));
+                serve::serve(listener, router, limits, server::shutdown_signal()).await?;
                 anyhow::Ok(())
             })
         }

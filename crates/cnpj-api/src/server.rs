@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -77,7 +77,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-pub fn router(state: Shared) -> Router {
+/// The largest request body (contract §6: 413 beyond it).
+pub const MAX_BODY: usize = 64 * 1024;
+
+pub fn router(state: Shared, body_timeout: Duration) -> Router {
     let api = Router::new()
         .route("/api/v1/companies/search", get(search))
         .route("/api/v1/companies/batch", post(batch))
@@ -92,7 +95,8 @@ pub fn router(state: Shared) -> Router {
         .route("/api/v1/openapi.json", get(openapi))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(body_timeout, read_body))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::Internal("panic".into()).into_response()))
         .layer(
             tower_http::trace::TraceLayer::new_for_http()
@@ -100,6 +104,28 @@ pub fn router(state: Shared) -> Router {
                 .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO)),
         )
         .with_state(state)
+}
+
+/// Before routing: a body is read whole (at most `MAX_BODY`, else 413) within `timeout` of the
+/// request head, else 408 and the connection closed.
+async fn read_body(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return ApiError::PayloadTooLarge.into_response();
+    }
+    if declared.unwrap_or(0) == 0 && !headers.contains_key(header::TRANSFER_ENCODING) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    let bytes = match tokio::time::timeout(timeout, http_body_util::BodyExt::collect(limited)).await {
+        Err(_) => return ApiError::RequestTimeout.into_response(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return ApiError::PayloadTooLarge.into_response(),
+        Ok(Err(e)) => return ApiError::invalid("body", format!("The body could not be read: {e}.")).into_response(),
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
 /// Bearer token → user; then the rate limit; the limit headers go on every authenticated response.

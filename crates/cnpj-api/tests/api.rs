@@ -125,22 +125,36 @@ impl Reply {
 
 /// A minimal HTTP/1.1 client: one request per connection.
 fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&[u8]>) -> Reply {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    request_with(addr, method, path, auth.as_deref(), body)
+}
+
+/// `request` with the `Authorization` header's value as given.
+fn request_with(addr: &str, method: &str, path: &str, authorization: Option<&str>, body: Option<&[u8]>) -> Reply {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    if let Some(a) = authorization {
+        head.push_str(&format!("Authorization: {a}\r\n"));
     }
     if let Some(b) = body {
         head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    if let Some(b) = body {
-        let _ = stream.write_all(b);
-    }
+    let mut raw = head.into_bytes();
+    raw.extend_from_slice(body.unwrap_or_default());
+    exchange(addr, &raw)
+}
+
+/// Sends `raw` on a new connection and reads the response until the server closes it.
+fn exchange(addr: &str, raw: &[u8]) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = stream.write_all(raw);
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);
+    parse_reply(&raw)
+}
+
+fn parse_reply(raw: &[u8]) -> Reply {
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a full response");
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.lines();
@@ -566,6 +580,102 @@ fn cases_first_detail(s: &Server, token: &str) -> Value {
     let reply = get(s, "/api/v1/companies/11222333000181", token);
     assert_eq!(reply.status, 200);
     reply.body
+}
+
+/// Reads `stream` until the server closes it (or `limit` passes): what was read, and when it closed
+/// counted from `since` (`None`: still open at `limit`).
+fn until_closed(stream: &mut TcpStream, since: Instant, limit: Duration) -> (Vec<u8>, Option<Duration>) {
+    stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while since.elapsed() < limit {
+        match stream.read(&mut buf) {
+            Ok(0) => return (got, Some(since.elapsed())),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return (got, Some(since.elapsed())),
+        }
+    }
+    (got, None)
+}
+
+/// Issue 19 item 11: slow clients (nothing sent, partial headers, headers trickled, a short body,
+/// an idle keep-alive connection) are closed within their timeout, and meanwhile a normal request
+/// is served at once.
+#[test]
+fn slow_clients_are_cut_off_while_others_are_served() {
+    let s = Server::start(&["--header-timeout", "1", "--body-timeout", "1", "--idle-timeout", "2"]);
+    let token = s.user("sol", 10);
+    let started = Instant::now();
+    let connect = || TcpStream::connect(&s.addr).unwrap();
+    let mut silent = connect();
+    let mut partial = connect();
+    partial.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let mut short_body = connect();
+    let head = format!(
+        "POST /api/v1/companies/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n"
+    );
+    short_body.write_all(head.as_bytes()).unwrap();
+    short_body.write_all(br#"{"cnpjs": ["#).unwrap();
+    let mut idle = connect();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    // Headers trickled a byte every 200 ms: activity does not extend the header deadline.
+    let trickled = std::thread::spawn({
+        let addr = s.addr.clone();
+        move || {
+            let mut stream = TcpStream::connect(&addr).unwrap();
+            let since = Instant::now();
+            for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 0123456789abcdef\r\n" {
+                if stream.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            until_closed(&mut stream, since, Duration::from_secs(6)).1
+        }
+    });
+
+    let served = Instant::now();
+    let r = get(&s, "/api/v1/companies/11222333000181", &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(served.elapsed() < Duration::from_millis(900), "served in {:?}", served.elapsed());
+
+    let limit = Duration::from_secs(6);
+    let (got, closed) = until_closed(&mut silent, started, limit);
+    assert!(got.is_empty() && closed.is_some_and(|t| t < Duration::from_millis(2500)), "silent: {closed:?}");
+    let (_, closed) = until_closed(&mut partial, started, limit);
+    assert!(closed.is_some_and(|t| t < Duration::from_millis(2500)), "partial headers: {closed:?}");
+    let (got, closed) = until_closed(&mut short_body, started, limit);
+    assert!(closed.is_some_and(|t| t < Duration::from_millis(2500)), "short body: {closed:?}");
+    let reply = parse_reply(&got);
+    assert_eq!(error_of(&reply), (408, "Request timeout."));
+    let (got, closed) = until_closed(&mut idle, started, limit);
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "the idle connection was answered first");
+    assert!(
+        closed.is_some_and(|t| t > Duration::from_millis(1500) && t < Duration::from_millis(3500)),
+        "idle: {closed:?}"
+    );
+    let closed = trickled.join().unwrap();
+    assert!(closed.is_some_and(|t| t < Duration::from_millis(2500)), "trickled headers: {closed:?}");
+    assert_eq!(s.credits("sol"), (9, 1), "only the normal request was charged");
+}
+
+/// Issue 19 item 11: at `--max-connections`, a new connection waits until one closes (here:
+/// silent ones, closed by the header timeout), then is served.
+#[test]
+fn connection_cap_holds_new_connections_until_one_closes() {
+    let s = Server::start(&["--max-connections", "2", "--header-timeout", "2"]);
+    let silent: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&s.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let r = request(&s.addr, "GET", "/healthz", None, None);
+    let waited = started.elapsed();
+    assert_eq!(r.status, 200);
+    assert!(waited > Duration::from_millis(1500) && waited < Duration::from_secs(5), "waited {waited:?}");
+    drop(silent);
+    let started = Instant::now();
+    assert_eq!(request(&s.addr, "GET", "/healthz", None, None).status, 200);
+    assert!(started.elapsed() < Duration::from_secs(1), "served at once when under the cap");
 }
 
 /// Issue 19 item 17: output into a closed pipe (`| head -1`) ends quietly, with success.
