@@ -80,19 +80,27 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
 /// The largest request body (contract §6: 413 beyond it).
 pub const MAX_BODY: usize = 64 * 1024;
 
+/// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
+/// authentication (so it is neither charged nor counted by the rate limit).
 pub fn router(state: Shared, body_timeout: Duration) -> Router {
-    let api = Router::new()
-        .route("/api/v1/companies/search", get(search))
-        .route("/api/v1/companies/batch", post(batch))
+    let authenticate = || middleware::from_fn_with_state(Arc::clone(&state), authenticate);
+    let gets = Router::new()
+        .route("/api/v1/companies/search", get(search).fallback(not_allowed("GET")))
         // A catch-all, so that a masked CNPJ with a raw `/` (11.222.333/0001-81) still matches.
-        .route("/api/v1/companies/{*cnpj}", get(detail))
-        .route("/api/v1/reference-data", get(reference_data))
-        .route("/api/v1/cities", get(cities))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate));
+        .route("/api/v1/companies/{*cnpj}", get(detail).fallback(not_allowed("GET")))
+        .route("/api/v1/reference-data", get(reference_data).fallback(not_allowed("GET")))
+        .route("/api/v1/cities", get(cities).fallback(not_allowed("GET")))
+        .route_layer(authenticate())
+        .route("/healthz", get(healthz).fallback(not_allowed("GET")))
+        .route("/api/v1/openapi.json", get(openapi).fallback(not_allowed("GET")))
+        .route_layer(middleware::from_fn_with_state("GET", only_method));
+    let posts = Router::new()
+        .route("/api/v1/companies/batch", post(batch).fallback(not_allowed("POST")))
+        .route_layer(authenticate())
+        .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
-        .merge(api)
-        .route("/healthz", get(healthz))
-        .route("/api/v1/openapi.json", get(openapi))
+        .merge(gets)
+        .merge(posts)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
@@ -104,6 +112,29 @@ pub fn router(state: Shared, body_timeout: Duration) -> Router {
                 .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO)),
         )
         .with_state(state)
+}
+
+/// A 405 naming the route's one method in `Allow`.
+fn method_not_allowed(allowed: &'static str) -> Response {
+    let mut response = ApiError::MethodNotAllowed.into_response();
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allowed));
+    response
+}
+
+/// The fallback of a route for the methods it does not answer (axum's would say `GET,HEAD`; a
+/// route's own fallback is also kept by `method_not_allowed_fallback`, and so stays behind
+/// `only_method`).
+fn not_allowed(allowed: &'static str) -> impl Fn() -> std::future::Ready<Response> + Clone {
+    move || std::future::ready(method_not_allowed(allowed))
+}
+
+/// The route layer that answers a wrong method before authentication (HEAD on a GET route included,
+/// which axum would give to the GET handler, charging it).
+async fn only_method(State(allowed): State<&'static str>, request: Request, next: Next) -> Response {
+    if request.method().as_str() == allowed {
+        return next.run(request).await;
+    }
+    method_not_allowed(allowed)
 }
 
 /// Before routing: a body is read whole (at most `MAX_BODY`, else 413) within `timeout` of the

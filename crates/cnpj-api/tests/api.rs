@@ -678,6 +678,37 @@ fn connection_cap_holds_new_connections_until_one_closes() {
     assert!(started.elapsed() < Duration::from_secs(1), "served at once when under the cap");
 }
 
+/// Issue 19 item 12: HEAD is not a method of the API: 405 with `Allow`, before authentication,
+/// never charged (nor counted by the rate limit); every other wrong method alike.
+#[test]
+fn head_is_method_not_allowed_and_never_charged() {
+    let s = Server::start(&[]);
+    let token = s.user("heli", 5);
+    for path in ["/api/v1/companies/11222333000181", "/api/v1/companies/search?state=SP", "/healthz", "/api/v1/cities"]
+    {
+        let r = request(&s.addr, "HEAD", path, Some(&token), None);
+        assert_eq!((r.status, r.header("allow")), (405, Some("GET")), "HEAD {path}");
+        assert!(r.raw.is_empty() && r.header("x-ratelimit-remaining").is_none(), "HEAD {path}");
+    }
+    for (method, path, allow) in [
+        ("DELETE", "/api/v1/cities", "GET"),
+        ("POST", "/api/v1/companies/11222333000181", "GET"),
+        ("GET", "/api/v1/companies/batch", "POST"),
+        ("HEAD", "/api/v1/companies/batch", "POST"),
+        ("PUT", "/healthz", "GET"),
+    ] {
+        let r = request(&s.addr, method, path, Some(&token), None);
+        assert_eq!((r.status, r.header("allow")), (405, Some(allow)), "{method} {path}");
+        if method != "HEAD" {
+            assert_eq!(error_of(&r), (405, "Method not allowed."));
+        }
+    }
+    assert_eq!(request(&s.addr, "HEAD", "/nowhere", None, None).status, 404);
+    assert_eq!(s.credits("heli"), (5, 0), "nothing was charged");
+    let r = get(&s, "/api/v1/companies/11222333000181", &token);
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("99"), "nothing was counted");
+}
+
 /// Issue 19 item 17: output into a closed pipe (`| head -1`) ends quietly, with success.
 #[test]
 fn closed_pipe_on_stdout_exits_quietly() {
