@@ -18,6 +18,7 @@ pub enum ApiError {
     /// The body did not arrive within the body timeout (the connection is then closed).
     RequestTimeout,
     PayloadTooLarge,
+    UriTooLong,
     TooManyRequests {
         retry_after: u64,
     },
@@ -52,6 +53,7 @@ impl IntoResponse for ApiError {
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
             ApiError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "Request timeout."),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large."),
+            ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI too long."),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "Too many requests."),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");

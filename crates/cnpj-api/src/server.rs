@@ -5,8 +5,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -79,6 +79,8 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
 
 /// The largest request body (contract §6: 413 beyond it).
 pub const MAX_BODY: usize = 64 * 1024;
+/// The longest request target (path and query) answered with more than a 414.
+pub const MAX_URI: usize = 8 * 1024;
 
 /// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
 /// authentication (so it is neither charged nor counted by the rate limit).
@@ -137,9 +139,12 @@ async fn only_method(State(allowed): State<&'static str>, request: Request, next
     method_not_allowed(allowed)
 }
 
-/// Before routing: a body is read whole (at most `MAX_BODY`, else 413) within `timeout` of the
-/// request head, else 408 and the connection closed.
+/// Before routing: a request target over `MAX_URI` is a 414, and a body is read whole (at most
+/// `MAX_BODY`, else 413) within `timeout` of the request head, else 408 and the connection closed.
 async fn read_body(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
+    if request.uri().path_and_query().map_or(0, |pq| pq.as_str().len()) > MAX_URI {
+        return ApiError::UriTooLong.into_response();
+    }
     let headers = request.headers();
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
@@ -159,14 +164,18 @@ async fn read_body(State(timeout): State<Duration>, request: Request, next: Next
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
+/// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive
+/// (RFC 9110 §11.1).
+fn bearer_token(request: &Request) -> Option<String> {
+    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_owned())
+}
+
 /// Bearer token → user; then the rate limit; the limit headers go on every authenticated response.
 async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_owned());
+    let token = bearer_token(&request);
     let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
     let accounts = Arc::clone(&state.accounts);
     let (limit, window) = (state.limiter.limit(), state.limiter.window());
@@ -214,9 +223,11 @@ async fn openapi() -> impl IntoResponse {
 async fn detail(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
-    Path(cnpj): Path<String>,
-    Query(params): Query<Params>,
+    cnpj: Result<Path<String>, PathRejection>,
+    params: Params,
 ) -> Result<Json<Value>, ApiError> {
+    // A path that does not decode to UTF-8 (`%FF`) is no CNPJ either.
+    let Path(cnpj) = cnpj.map_err(|_| ApiError::invalid("cnpj", "Invalid CNPJ: not UTF-8 text."))?;
     let locale = params::locale(&params)?;
     let query = CnpjQuery::parse(&cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
     let store = state.store();
@@ -228,7 +239,7 @@ async fn detail(
 async fn search(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
-    Query(params): Query<Params>,
+    params: Params,
 ) -> Result<Json<Value>, ApiError> {
     let locale = params::locale(&params)?;
     let (page, per_page) = params::pagination(&params)?;
@@ -260,16 +271,16 @@ fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json:
     map
 }
 
-async fn reference_data(State(state): State<Shared>, Query(params): Query<Params>) -> Result<Json<Value>, ApiError> {
+async fn reference_data(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
     let locale = params::locale(&params)?;
     Ok(Json(json!({"success": true, "data": state.store().reference_data(locale)})))
 }
 
-async fn cities(State(state): State<Shared>, Query(params): Query<Params>) -> Result<Json<Value>, ApiError> {
+async fn cities(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
     params::locale(&params)?;
     let (page, per_page) = params::pagination(&params)?;
     let state_filter = params::city_state(&params)?;
-    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(&params), page, per_page);
+    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(&params)?, page, per_page);
     let pages = pagination(total, page, per_page, items.len());
     Ok(Json(json!({"success": true, "data": items, "pagination": pages})))
 }
@@ -279,7 +290,7 @@ const INVALID_FORMAT: &str = "Invalid CNPJ format. Provide 8 digits (cnpj_basico
 async fn batch(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
-    Query(params): Query<Params>,
+    params: Params,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = body.map_err(|e| {
@@ -291,6 +302,11 @@ async fn batch(
     })?;
     let locale = params::locale(&params)?;
     let entries: Vec<String> = match serde_json::from_slice::<Value>(&body) {
+        // `additionalProperties: false`, as the OpenAPI document says.
+        Ok(Value::Object(map)) if map.keys().any(|k| k != "cnpjs") => {
+            let unknown = map.keys().find(|k| *k != "cnpjs").map_or("", String::as_str);
+            return Err(ApiError::invalid(unknown, "Unknown property: the body is {\"cnpjs\": [strings]}."));
+        }
         Ok(Value::Object(map)) => match map.get("cnpjs") {
             Some(Value::Array(items)) if (1..=100).contains(&items.len()) => items
                 .iter()

@@ -709,6 +709,102 @@ fn head_is_method_not_allowed_and_never_charged() {
     assert_eq!(r.header("x-ratelimit-remaining"), Some("99"), "nothing was counted");
 }
 
+/// Issue 19 item 13: invalid UTF-8 in the detail path or in a query value is a JSON 400 naming
+/// the parameter; an over-long request target is a JSON 414.
+#[test]
+fn invalid_utf8_in_path_or_query_is_a_400_naming_it() {
+    let s = Server::start(&[]);
+    let token = s.user("ugo", 5);
+    for (path, param) in [
+        ("/api/v1/companies/%FF", "cnpj"),
+        ("/api/v1/companies/11222333%C3", "cnpj"),
+        ("/api/v1/companies/search?trading_name=%FF", "trading_name"),
+        ("/api/v1/companies/search?neighborhood=caf%E9", "neighborhood"),
+        ("/api/v1/companies/11222333000181?locale=%FFen", "locale"),
+        ("/api/v1/cities?term=s%C3o", "term"),
+    ] {
+        let r = get(&s, path, &token);
+        assert_eq!(error_of(&r), (400, "Invalid input parameters"), "{path}");
+        assert!(r.body["errors"][param].is_array(), "{path}: {}", r.body);
+        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+    }
+    let r = get(&s, "/api/v1/companies/search?state=SP&ignored=%FF", &token);
+    assert_eq!(r.status, 200, "an unknown parameter is ignored, decodable or not: {}", r.body);
+    let long = format!("/api/v1/companies/search?trading_name={}", "a".repeat(9000));
+    let r = get(&s, &long, &token);
+    assert_eq!(error_of(&r), (414, "URI too long."));
+    assert_eq!(s.credits("ugo"), (4, 1));
+}
+
+/// Issue 19 item 14: one rule for every parameter: an empty value (or a blank text filter) is a
+/// 400 naming it, never a filter silently dropped.
+#[test]
+fn empty_values_are_a_400_for_every_parameter() {
+    let s = Server::start(&["--rate-limit", "1000"]);
+    let token = s.user("vera", 100);
+    let search = [
+        "business_sector",
+        "city_id",
+        "city",
+        "state",
+        "porte_empresa_code",
+        "company_size",
+        "opening_date_from",
+        "opening_date_to",
+        "trading_name",
+        "neighborhood",
+        "zip_code",
+        "nature_code",
+        "cnpj",
+        "situacao_cadastral",
+        "per_page",
+        "page",
+        "locale",
+    ];
+    let mut cases: Vec<(String, &str)> =
+        search.iter().map(|p| (format!("/api/v1/companies/search?{p}="), *p)).collect();
+    cases.extend(["trading_name", "neighborhood", "city"].map(|p| (format!("/api/v1/companies/search?{p}=%20%09"), p)));
+    cases.extend(["state", "term", "page", "per_page", "locale"].map(|p| (format!("/api/v1/cities?{p}="), p)));
+    cases.push(("/api/v1/companies/11222333000181?locale=".into(), "locale"));
+    cases.push(("/api/v1/reference-data?locale".into(), "locale"));
+    for (path, param) in &cases {
+        let r = get(&s, path, &token);
+        assert_eq!(error_of(&r), (400, "Invalid input parameters"), "{path}");
+        assert!(r.body["errors"][param].is_array(), "{path}: {}", r.body);
+    }
+    let r = post(&s, "/api/v1/companies/batch?locale=", &token, &json!({"cnpjs": ["11222333"]}));
+    assert!(r.body["errors"]["locale"].is_array(), "{}", r.body);
+    assert_eq!(s.credits("vera"), (100, 0));
+}
+
+/// Issue 19 item 15: the `Authorization` scheme is case-insensitive (RFC 9110 §11.1).
+#[test]
+fn bearer_scheme_is_case_insensitive() {
+    let s = Server::start(&[]);
+    let token = s.user("beto", 0);
+    for auth in [format!("bearer {token}"), format!("BEARER {token}"), format!("BeArEr   {token}")] {
+        let r = request_with(&s.addr, "GET", "/api/v1/cities", Some(&auth), None);
+        assert_eq!(r.status, 200, "{auth}");
+    }
+    for auth in [format!("Bearer{token}"), format!("Basic {token}"), "bearer ".to_owned(), token.clone()] {
+        let r = request_with(&s.addr, "GET", "/api/v1/cities", Some(&auth), None);
+        assert_eq!(error_of(&r), (401, "Unauthenticated."), "{auth}");
+    }
+}
+
+/// Issue 19 item 16: the batch body takes no property but `cnpjs`, as the document's
+/// `additionalProperties: false` says.
+#[test]
+fn batch_body_refuses_unknown_properties() {
+    let s = Server::start(&[]);
+    let token = s.user("bela", 5);
+    let r = post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": ["11222333"], "locale": "en"}));
+    assert_eq!(error_of(&r), (400, "Invalid input parameters"));
+    assert!(r.body["errors"]["locale"].is_array(), "{}", r.body);
+    assert_eq!(post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": ["11222333"]})).status, 200);
+    assert_eq!(s.credits("bela"), (4, 1));
+}
+
 /// Issue 19 item 17: output into a closed pipe (`| head -1`) ends quietly, with success.
 #[test]
 fn closed_pipe_on_stdout_exits_quietly() {
