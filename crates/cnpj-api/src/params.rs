@@ -321,6 +321,59 @@ mod tests {
         assert!(search_filters(&Params::parse("%FF=1&other=%FE")).is_ok(), "unknown parameters are ignored");
     }
 
+    /// The characters of a regex class body as the document writes it (`\t`, `\r`, `\uXXXX`,
+    /// literals, `a-b` ranges), as inclusive ranges.
+    fn class_ranges(body: &str) -> Vec<(char, char)> {
+        let mut atoms: Vec<Option<char>> = Vec::new(); // None: a range dash
+        let mut rest = body;
+        while let Some(c) = rest.chars().next() {
+            let (atom, len) = match (c, rest.get(1..2)) {
+                ('\\', Some("t")) => (Some('\t'), 2),
+                ('\\', Some("r")) => (Some('\r'), 2),
+                ('\\', Some("u")) => (char::from_u32(u32::from_str_radix(&rest[2..6], 16).unwrap()), 6),
+                ('-', _) => (None, 1),
+                (c, _) => (Some(c), c.len_utf8()),
+            };
+            atoms.push(atom);
+            rest = &rest[len..];
+        }
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < atoms.len() {
+            let lo = atoms[i].expect("a class opens with a character");
+            if atoms.get(i + 1) == Some(&None) {
+                ranges.push((lo, atoms[i + 2].expect("a range ends with a character")));
+                i += 3;
+            } else {
+                ranges.push((lo, lo));
+                i += 1;
+            }
+        }
+        ranges
+    }
+
+    #[test]
+    fn blank_is_what_the_document_says() {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("../../../schemas/openapi.json")).unwrap();
+        let operations = [
+            ("/api/v1/companies/search", ["trading_name", "neighborhood", "city"].as_slice()),
+            ("/api/v1/cities", &["term"]),
+        ];
+        for (path, names) in operations {
+            for name in names {
+                let parameters = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+                let parameter = parameters.iter().find(|p| p["name"] == *name).unwrap();
+                let pattern = parameter["schema"]["pattern"].as_str().unwrap();
+                let body = pattern.strip_prefix("[^").and_then(|p| p.strip_suffix(']')).unwrap();
+                let ranges = class_ranges(body);
+                for c in (0..=0x10_FFFF).filter_map(char::from_u32) {
+                    let listed = ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&c));
+                    assert_eq!(listed, is_blank(c), "{name}: U+{:04X}", u32::from(c));
+                }
+            }
+        }
+    }
+
     #[test]
     fn pagination_bounds() {
         assert_eq!(pagination(&params(&[])).ok(), Some((1, 20)));

@@ -515,11 +515,12 @@ fn dataset_swap_under_load_and_graceful_shutdown() {
 /// The schema of one response of the OpenAPI document, as a validator rooted in the document.
 fn validator(doc: &Value, template: &str, method: &str, status: u16) -> jsonschema::Validator {
     let escape = |s: &str| s.replace('~', "~0").replace('/', "~1");
-    let pointer = format!(
-        "#/paths/{}/{method}/responses/{status}/content/{}/schema",
-        escape(template),
-        escape("application/json")
-    );
+    let mut response = format!("#/paths/{}/{method}/responses/{status}", escape(template));
+    // A response shared under components is a `$ref` to it.
+    if let Some(shared) = doc.pointer(&response[1..]).and_then(|r| r["$ref"].as_str()) {
+        response = shared.to_owned();
+    }
+    let pointer = format!("{response}/content/{}/schema", escape("application/json"));
     let mut root = doc.clone();
     let target = root.pointer(&pointer[1..]).cloned();
     assert!(target.is_some(), "the document has no schema for {method} {template} {status}");
@@ -545,6 +546,12 @@ fn responses_conform_to_the_openapi_document() {
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?per_page=50", &token)),
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=AC", &token)),
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?per_page=99", &token)),
+        ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=", &token)),
+        (
+            "/api/v1/companies/search",
+            "get",
+            get(&s, &format!("/api/v1/companies/search?trading_name={}", "a".repeat(9000)), &token),
+        ),
         (
             "/api/v1/companies/batch",
             "post",
