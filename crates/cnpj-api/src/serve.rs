@@ -2,7 +2,8 @@
 //! first request head must arrive within the header timeout of the connection, a later one within
 //! the header timeout of its first byte, and a keep-alive connection waits at most the idle
 //! timeout for it. A connection past its deadline is closed. (The body timeout is the router's:
-//! `server::router`.)
+//! `server::router`.) The answers hyper writes itself, to requests it cannot parse (400, 414, 431),
+//! are rewritten into the JSON error envelope.
 
 use std::future::Future;
 use std::io;
@@ -149,7 +150,7 @@ async fn connection(
     _permit: OwnedSemaphorePermit,
 ) {
     let activity = Arc::new(Activity::new());
-    let io = TokioIo::new(Watched { inner: stream, activity: Arc::clone(&activity) });
+    let io = TokioIo::new(Watched { inner: stream, activity: Arc::clone(&activity), rewrite: Rewrite::No });
     let on_request = Arc::clone(&activity);
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let answering = on_request.begin();
@@ -189,10 +190,55 @@ async fn connection(
     }
 }
 
-/// The socket, noting when the first byte of a request head is read while no request is answered.
+/// The socket, noting when the first byte of a request head is read while no request is answered,
+/// and rewriting hyper's own answers to unparsable requests.
 struct Watched {
     inner: TcpStream,
     activity: Arc<Activity>,
+    rewrite: Rewrite,
+}
+
+/// The JSON answer sent in place of hyper's: not begun, being written (bytes, how many sent), sent
+/// (whatever hyper writes after it is dropped: it closes the connection).
+enum Rewrite {
+    No,
+    Sending(Vec<u8>, usize),
+    Sent,
+}
+
+/// The JSON envelope (contract §6) for the status of an answer hyper wrote itself, on a head that
+/// was never dispatched to the router (no body, no content type): a malformed request (400), a
+/// request target over 64 KiB (414), headers over hyper's limits (431).
+fn envelope_for(activity: &Activity, buf: &[u8]) -> Option<Vec<u8>> {
+    let dispatched = activity.begun.load(Ordering::SeqCst) > 0 && activity.head_started.load(Ordering::SeqCst) == 0;
+    if activity.in_flight() || dispatched {
+        return None;
+    }
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&buf[..end]).ok()?.to_ascii_lowercase();
+    let status = head.strip_prefix("http/1.1 ")?.get(..3)?;
+    if head.contains("\r\ncontent-type:") || !head.contains("\r\ncontent-length: 0") {
+        return None;
+    }
+    let (reason, body) = match status {
+        "400" => (
+            "Bad Request",
+            serde_json::json!({"success": false, "message": "Invalid input parameters",
+                "errors": {"request": ["The request line or a header is malformed."]}}),
+        ),
+        "414" => ("URI Too Long", serde_json::json!({"success": false, "message": "URI too long."})),
+        "431" => (
+            "Request Header Fields Too Large",
+            serde_json::json!({"success": false, "message": "Request header fields too large."}),
+        ),
+        _ => return None,
+    };
+    let body = body.to_string();
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    Some([head.into_bytes(), body.into_bytes()].concat())
 }
 
 impl AsyncRead for Watched {
@@ -208,8 +254,28 @@ impl AsyncRead for Watched {
 }
 
 impl AsyncWrite for Watched {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if matches!(this.rewrite, Rewrite::No)
+            && let Some(envelope) = envelope_for(&this.activity, buf)
+        {
+            this.rewrite = Rewrite::Sending(envelope, 0);
+        }
+        match &mut this.rewrite {
+            Rewrite::No => Pin::new(&mut this.inner).poll_write(cx, buf),
+            Rewrite::Sending(bytes, sent) => {
+                while *sent < bytes.len() {
+                    match Pin::new(&mut this.inner).poll_write(cx, &bytes[*sent..]) {
+                        Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                        Poll::Ready(Ok(n)) => *sent += n,
+                        other => return other,
+                    }
+                }
+                this.rewrite = Rewrite::Sent;
+                Poll::Ready(Ok(buf.len()))
+            }
+            Rewrite::Sent => Poll::Ready(Ok(buf.len())),
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -220,15 +286,5 @@ impl AsyncWrite for Watched {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
+    // Not vectored: hyper then hands every write to `poll_write`, where its answers are seen whole.
 }

@@ -741,6 +741,26 @@ fn invalid_utf8_in_path_or_query_is_a_400_naming_it() {
     let r = get(&s, &long, &token);
     assert_eq!(error_of(&r), (414, "URI too long."));
     assert_eq!(s.credits("ugo"), (4, 1));
+
+    // Below the router: what hyper refuses itself is answered in the envelope too.
+    let malformed = exchange(&s.addr, b"GARBAGE\r\n\r\n");
+    assert_eq!(error_of(&malformed), (400, "Invalid input parameters"));
+    assert!(malformed.body["errors"]["request"].is_array(), "{}", malformed.body);
+    let huge = format!("GET /healthz?{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70 * 1024));
+    assert_eq!(error_of(&exchange(&s.addr, huge.as_bytes())), (414, "URI too long."));
+    let headers: String = (0..200).map(|i| format!("X-{i}: 1\r\n")).collect();
+    let many = format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{headers}\r\n");
+    assert_eq!(error_of(&exchange(&s.addr, many.as_bytes())), (431, "Request header fields too large."));
+    // A normal keep-alive exchange is untouched: two pipelined requests, then a malformed third.
+    let pipelined =
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\nNOPE\r\n\r\n";
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream.write_all(pipelined).unwrap();
+    let (got, closed) = until_closed(&mut stream, Instant::now(), Duration::from_secs(10));
+    let text = String::from_utf8_lossy(&got);
+    assert!(closed.is_some(), "closed after the malformed request");
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+    assert!(text.contains("\"openapi\"") && text.contains("\"source_month\""), "{text}");
 }
 
 /// Issue 19 item 14: one rule for every parameter: an empty value (or a blank text filter) is a
