@@ -15,7 +15,10 @@ pub enum ApiError {
     CompanyNotFound,
     NotFound,
     MethodNotAllowed,
+    /// The body did not arrive within the body timeout (the connection is then closed).
+    RequestTimeout,
     PayloadTooLarge,
+    UriTooLong,
     TooManyRequests {
         retry_after: u64,
     },
@@ -48,7 +51,9 @@ impl IntoResponse for ApiError {
             ApiError::CompanyNotFound => (StatusCode::NOT_FOUND, "Company not found."),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "Not found."),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
+            ApiError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "Request timeout."),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large."),
+            ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI too long."),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "Too many requests."),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
@@ -66,6 +71,9 @@ impl IntoResponse for ApiError {
             }
             ApiError::TooManyRequests { retry_after } => {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            }
+            ApiError::RequestTimeout => {
+                response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

@@ -4,6 +4,7 @@
 mod error;
 mod limits;
 mod params;
+mod serve;
 mod server;
 
 use std::io::Write;
@@ -11,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -71,6 +73,19 @@ enum Command {
         /// Credits per CNPJ found in a batch.
         #[arg(long, default_value_t = 1)]
         price_batch: i64,
+        /// Seconds a client has to send a request head (from the connection's opening for the
+        /// first, from its first byte for the next ones); the connection is closed after it.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+        header_timeout: u64,
+        /// Seconds a client has to send a request body once its head arrived (408, then closed).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+        body_timeout: u64,
+        /// Seconds a keep-alive connection may wait for its next request before it is closed.
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+        idle_timeout: u64,
+        /// Connections open at once; beyond it, new ones wait in the listen backlog.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: u32,
     },
     /// Manage users, tokens and credits.
     Accounts {
@@ -113,11 +128,24 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`accounts show ana | head -1`): it had what it wanted.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `text` and a newline to stdout; a closed pipe is an error (`main` ends quietly on it).
+fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -140,6 +168,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             price_detail,
             price_search,
             price_batch,
+            header_timeout,
+            body_timeout,
+            idle_timeout,
+            max_connections,
         } => {
             let source = match (db, postgres) {
                 (Some(path), _) => Source::DuckDb(path),
@@ -164,14 +196,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let listener =
                     tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
                 let addr = listener.local_addr()?;
-                println!("http://{addr}");
-                std::io::stdout().flush()?;
+                print(&format!("http://{addr}"))?;
                 tracing::info!(%addr, "serving");
                 server::reload_on_sighup(Arc::clone(&state))?;
                 if watch {
                     server::watch_publications(Arc::clone(&state), std::time::Duration::from_secs(reload_check.max(1)));
                 }
-                axum::serve(listener, server::router(state)).with_graceful_shutdown(server::shutdown_signal()).await?;
+                let limits = serve::Limits {
+                    header_timeout: Duration::from_secs(header_timeout),
+                    idle_timeout: Duration::from_secs(idle_timeout),
+                    max_connections: max_connections as usize,
+                };
+                let router = server::router(state, Duration::from_secs(body_timeout));
+                serve::serve(listener, router, limits, server::shutdown_signal()).await?;
                 anyhow::Ok(())
             })
         }
@@ -179,27 +216,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             match command {
                 AccountsCommand::CreateUser { name, credits } => {
                     let user = accounts.create_user(&name, credits)?;
-                    println!("created user {} with {} credits", user.name, user.credits);
+                    print(&format!("created user {} with {} credits", user.name, user.credits))?;
                 }
-                AccountsCommand::IssueToken { user, expires } => println!("{}", accounts.issue_token(&user, expires)?),
+                AccountsCommand::IssueToken { user, expires } => print(&accounts.issue_token(&user, expires)?)?,
                 AccountsCommand::RevokeToken { prefix } => {
                     accounts.revoke_token(&prefix)?;
-                    println!("revoked {prefix}");
+                    print(&format!("revoked {prefix}"))?;
                 }
                 AccountsCommand::Grant { user, credits } => {
                     let user = accounts.grant(&user, credits)?;
-                    println!("{} has {} credits", user.name, user.credits);
+                    print(&format!("{} has {} credits", user.name, user.credits))?;
                 }
                 AccountsCommand::Show { user } => {
                     let (user, tokens, used) = accounts.show(&user)?;
-                    println!("user {}: {} credits, {} used", user.name, user.credits, used);
+                    print(&format!("user {}: {} credits, {} used", user.name, user.credits, used))?;
                     for t in tokens {
                         let state = match (t.revoked_at, t.expires_at) {
                             (Some(_), _) => "revoked".to_owned(),
                             (None, Some(at)) => format!("expires at {at}"),
                             (None, None) => "active".to_owned(),
                         };
-                        println!("  {}…  {state}", t.prefix);
+                        print(&format!("  {}…  {state}", t.prefix))?;
                     }
                 }
             }

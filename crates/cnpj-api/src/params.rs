@@ -1,41 +1,138 @@
 //! Query parameter validation (contract §5): every invalid value is a 400 naming the parameter.
+//!
+//! One rule for every parameter: absent means "not given"; a value that is empty (or, for the
+//! text filters, only white space) is a value of the wrong length, a 400 like any other. Values
+//! are percent-decoded strictly: one that is not UTF-8 is a 400 naming its parameter, never
+//! replaced by U+FFFD. Codes and numbers are taken as sent (no trimming), so that the OpenAPI
+//! document's patterns say exactly what is accepted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use cnpj_model::{CnpjQuery, Locale};
 use cnpj_store::SearchFilters;
 
 use crate::error::ApiError;
 
-pub type Params = HashMap<String, String>;
+/// The query string of a request, decoded; a repeated parameter keeps its last value.
+#[derive(Debug, Default)]
+pub struct Params {
+    values: HashMap<String, String>,
+    /// Parameters whose value is not UTF-8 once percent-decoded.
+    undecodable: HashSet<String>,
+}
 
-fn get<'a>(params: &'a Params, name: &str) -> Option<&'a str> {
-    params.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Params, ApiError> {
+        Ok(Params::parse(parts.uri.query().unwrap_or("")))
+    }
+}
+
+impl Params {
+    /// `application/x-www-form-urlencoded` decoding (`+` is a space), without loss: a key that is
+    /// not UTF-8 names no parameter and is ignored like any unknown one.
+    pub fn parse(query: &str) -> Params {
+        let mut params = Params::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let Some(key) = decode(key) else { continue };
+            match decode(value) {
+                Some(value) => {
+                    params.undecodable.remove(&key);
+                    params.values.insert(key, value);
+                }
+                None => {
+                    params.values.remove(&key);
+                    params.undecodable.insert(key);
+                }
+            }
+        }
+        params
+    }
+
+    /// The value of `name` as sent: `None` when absent; a 400 when it is empty or not UTF-8.
+    fn get(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        if self.undecodable.contains(name) {
+            return Err(ApiError::invalid(name, format!("The {name} must be UTF-8 text.")));
+        }
+        match self.values.get(name) {
+            Some(v) if v.is_empty() => Err(ApiError::invalid(name, format!("The {name} must not be empty."))),
+            v => Ok(v.map(String::as_str)),
+        }
+    }
+
+    /// A text filter, trimmed; a 400 when it is only white space.
+    fn text(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        match self.get(name)?.map(|v| v.trim_matches(is_blank)) {
+            Some("") => Err(ApiError::invalid(name, format!("The {name} must not be blank."))),
+            v => Ok(v),
+        }
+    }
+}
+
+/// White space as the OpenAPI document's pattern for text filters lists it (Unicode
+/// `White_Space` plus the separators U+001C-U+001F, which Python's and ECMAScript's `\s` disagree
+/// on; spelled out so that every regex engine reads the document alike).
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Percent-decoding (`+` is a space); `None` when the bytes are not UTF-8. A `%` not followed by
+/// two hex digits stands for itself.
+fn decode(raw: &str) -> Option<String> {
+    let b = raw.as_bytes();
+    let hex = |i: usize| b.get(i).and_then(|&c| char::from(c).to_digit(16));
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push(u8::try_from(hi * 16 + lo).ok()?);
+                i += 3;
+            }
+            (b'+', ..) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 pub fn locale(params: &Params) -> Result<Locale, ApiError> {
-    match params.get("locale") {
+    match params.get("locale")? {
         None => Ok(Locale::PtBr),
         Some(v) => v.parse().map_err(|_| ApiError::invalid("locale", "The locale must be one of pt-br, en, es.")),
     }
 }
 
+/// The largest page number (the OpenAPI document's `maximum`).
+pub const MAX_PAGE: u64 = u32::MAX as u64;
+
 fn integer(params: &Params, name: &str, default: u64, range: std::ops::RangeInclusive<u64>) -> Result<u64, ApiError> {
-    let Some(raw) = params.get(name) else { return Ok(default) };
-    raw.trim().parse::<u64>().ok().filter(|n| range.contains(n)).ok_or_else(|| {
+    let Some(raw) = params.get(name)? else { return Ok(default) };
+    let digits = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| raw.parse::<u64>().ok()).flatten().filter(|n| range.contains(n)).ok_or_else(|| {
         ApiError::invalid(name, format!("The {name} must be an integer from {} to {}.", range.start(), range.end()))
     })
 }
 
-/// `(page, per_page)`: page ≥ 1 (default 1), per_page 1-50 (default 20).
+/// `(page, per_page)`: page 1-`MAX_PAGE` (default 1), per_page 1-50 (default 20).
 pub fn pagination(params: &Params) -> Result<(u64, u64), ApiError> {
-    Ok((integer(params, "page", 1, 1..=u64::from(u32::MAX))?, integer(params, "per_page", 20, 1..=50)?))
+    Ok((integer(params, "page", 1, 1..=MAX_PAGE)?, integer(params, "per_page", 20, 1..=50)?))
 }
 
-/// A numeric code of `min..=width` digits (mask characters `.`, `-`, `/` removed), left-padded to
-/// `width` (leading zeros are often lost by spreadsheets).
+/// A numeric code of `min..=width` digits, mask characters `.`, `-`, `/` allowed anywhere,
+/// left-padded to `width` (leading zeros are often lost by spreadsheets).
 fn code(params: &Params, name: &str, min: usize, width: usize) -> Result<Option<String>, ApiError> {
-    let Some(raw) = get(params, name) else { return Ok(None) };
+    let Some(raw) = params.get(name)? else { return Ok(None) };
     let digits: String = raw.chars().filter(|c| !matches!(c, '.' | '-' | '/')).collect();
     if !(min..=width).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::invalid(name, format!("The {name} must be a code of {min} to {width} digits.")));
@@ -44,7 +141,7 @@ fn code(params: &Params, name: &str, min: usize, width: usize) -> Result<Option<
 }
 
 fn date(params: &Params, name: &str) -> Result<Option<String>, ApiError> {
-    let Some(raw) = get(params, name) else { return Ok(None) };
+    let Some(raw) = params.get(name)? else { return Ok(None) };
     let b = raw.as_bytes();
     let valid = b.len() == 10
         && b[4] == b'-'
@@ -53,27 +150,31 @@ fn date(params: &Params, name: &str) -> Result<Option<String>, ApiError> {
     if valid {
         Ok(Some(raw.to_owned()))
     } else {
-        Err(ApiError::invalid(name, format!("The {name} must be a date YYYY-MM-DD.")))
+        Err(ApiError::invalid(name, format!("The {name} must be a date YYYY-MM-DD from 1800 to 2100.")))
+    }
+}
+
+/// A two-letter state code, upper-cased.
+fn state(params: &Params) -> Result<Option<String>, ApiError> {
+    match params.get("state")? {
+        None => Ok(None),
+        Some(s) if s.len() == 2 && s.bytes().all(|b| b.is_ascii_alphabetic()) => Ok(Some(s.to_ascii_uppercase())),
+        Some(_) => Err(ApiError::invalid("state", "The state must be a two-letter code.")),
     }
 }
 
 /// Every filter of GET /api/v1/companies/search, validated.
 pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
-    let cnpj = match get(params, "cnpj") {
+    let cnpj = match params.get("cnpj")? {
         None => None,
         Some(raw) => Some(CnpjQuery::parse(raw).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?),
     };
-    let state = match get(params, "state") {
-        None => None,
-        Some(s) if s.len() == 2 && s.bytes().all(|b| b.is_ascii_alphabetic()) => Some(s.to_ascii_uppercase()),
-        Some(_) => return Err(ApiError::invalid("state", "The state must be a two-letter code.")),
-    };
-    let zip_prefix = match get(params, "zip_code") {
+    let zip_prefix = match params.get("zip_code")? {
         None => None,
         Some(raw) => {
             let digits: String = raw.chars().filter(|c| !matches!(c, '.' | '-' | ' ')).collect();
             if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(ApiError::invalid("zip_code", "The zip_code must be up to 8 digits."));
+                return Err(ApiError::invalid("zip_code", "The zip_code must be 1 to 8 digits."));
             }
             Some(digits)
         }
@@ -89,13 +190,13 @@ pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
         cnpj,
         business_sector: code(params, "business_sector", 6, 7)?,
         city_id: code(params, "city_id", 1, 4)?,
-        city: get(params, "city").map(str::to_owned),
-        state,
+        city: params.text("city")?.map(str::to_owned),
+        state: state(params)?,
         porte: porte.or(size),
         opening_from: date(params, "opening_date_from")?,
         opening_to: date(params, "opening_date_to")?,
-        trading_name: get(params, "trading_name").map(str::to_owned),
-        neighborhood: get(params, "neighborhood").map(str::to_owned),
+        trading_name: params.text("trading_name")?.map(str::to_owned),
+        neighborhood: params.text("neighborhood")?.map(str::to_owned),
         zip_prefix,
         nature_code: code(params, "nature_code", 3, 4)?,
         situacao: code(params, "situacao_cadastral", 1, 2)?,
@@ -104,15 +205,11 @@ pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
 
 /// The `state` filter of the city list (two letters, upper-cased).
 pub fn city_state(params: &Params) -> Result<Option<String>, ApiError> {
-    match get(params, "state") {
-        None => Ok(None),
-        Some(s) if s.len() == 2 && s.bytes().all(|b| b.is_ascii_alphabetic()) => Ok(Some(s.to_ascii_uppercase())),
-        Some(_) => Err(ApiError::invalid("state", "The state must be a two-letter code.")),
-    }
+    state(params)
 }
 
-pub fn term(params: &Params) -> Option<&str> {
-    get(params, "term")
+pub fn term(params: &Params) -> Result<Option<&str>, ApiError> {
+    params.text("term")
 }
 
 #[cfg(test)]
@@ -120,14 +217,22 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        let mut params = Params::default();
+        for (k, v) in pairs {
+            params.values.insert((*k).to_owned(), (*v).to_owned());
+        }
+        params
+    }
+
+    fn named(e: ApiError) -> String {
+        match e {
+            ApiError::BadRequest(errors) => errors.keys().next().cloned().unwrap_or_default(),
+            other => format!("{other:?}"),
+        }
     }
 
     fn check(pairs: &[(&str, &str)], expected: Result<SearchFilters, &str>) {
-        let got = search_filters(&params(pairs)).map_err(|e| match e {
-            ApiError::BadRequest(errors) => errors.keys().next().cloned().unwrap_or_default(),
-            other => format!("{other:?}"),
-        });
+        let got = search_filters(&params(pairs)).map_err(named);
         assert_eq!(got, expected.map_err(str::to_owned), "{pairs:?}");
     }
 
@@ -153,12 +258,17 @@ mod tests {
             Ok(SearchFilters { zip_prefix: Some("01310100".into()), state: Some("SP".into()), ..Default::default() }),
         );
         check(&[("company_size", "1")], Ok(SearchFilters { porte: Some("01".into()), ..Default::default() }));
+        check(
+            &[("trading_name", " pio xii\u{3000}")],
+            Ok(SearchFilters { trading_name: Some("pio xii".into()), ..Default::default() }),
+        );
     }
 
     #[test]
     fn invalid_values_name_their_parameter() {
         check(&[("business_sector", "12345678")], Err("business_sector"));
         check(&[("state", "SPX")], Err("state"));
+        check(&[("state", " SP")], Err("state"));
         check(&[("opening_date_from", "2020-02-30")], Err("opening_date_from"));
         check(&[("opening_date_to", "20200101")], Err("opening_date_to"));
         check(&[("cnpj", "11222333000182")], Err("cnpj"));
@@ -167,10 +277,118 @@ mod tests {
     }
 
     #[test]
+    fn empty_values_are_invalid_for_every_parameter() {
+        for name in [
+            "business_sector",
+            "city_id",
+            "city",
+            "state",
+            "porte_empresa_code",
+            "company_size",
+            "opening_date_from",
+            "opening_date_to",
+            "trading_name",
+            "neighborhood",
+            "zip_code",
+            "nature_code",
+            "cnpj",
+            "situacao_cadastral",
+        ] {
+            check(&[(name, "")], Err(name));
+        }
+        for name in ["trading_name", "neighborhood", "city"] {
+            check(&[(name, " \t\u{a0}\u{1f}")], Err(name));
+        }
+        for name in ["page", "per_page"] {
+            assert_eq!(pagination(&params(&[(name, "")])).map_err(named), Err(name.to_owned()));
+        }
+        assert_eq!(locale(&params(&[("locale", "")])).map_err(named), Err("locale".to_owned()));
+        assert_eq!(term(&params(&[("term", "")])).map_err(named), Err("term".to_owned()));
+        assert_eq!(city_state(&params(&[("state", "")])).map_err(named), Err("state".to_owned()));
+        check(&[("unknown", "")], Ok(SearchFilters::default()));
+    }
+
+    #[test]
+    fn query_strings_decode_strictly() {
+        let p = Params::parse("trading_name=S%C3%A3o+Jo%C3%A3o&state=SP&state=RJ&x=%FF&%FF=1&a=100%&b");
+        assert_eq!(p.text("trading_name").ok().flatten(), Some("São João"));
+        assert_eq!(p.get("state").ok().flatten(), Some("RJ"), "the last value wins");
+        assert_eq!(p.get("x").map_err(named), Err("x".to_owned()));
+        assert_eq!(p.get("a").ok().flatten(), Some("100%"));
+        assert_eq!(p.get("b").map_err(named), Err("b".to_owned()), "a key without `=` has an empty value");
+        let bad = Params::parse("trading_name=%FF");
+        assert_eq!(search_filters(&bad).map_err(named), Err("trading_name".to_owned()));
+        assert!(search_filters(&Params::parse("%FF=1&other=%FE")).is_ok(), "unknown parameters are ignored");
+    }
+
+    /// The characters of a regex class body as the document writes it (`\t`, `\r`, `\uXXXX`,
+    /// literals, `a-b` ranges), as inclusive ranges.
+    fn class_ranges(body: &str) -> Vec<(char, char)> {
+        let mut atoms: Vec<Option<char>> = Vec::new(); // None: a range dash
+        let mut rest = body;
+        while let Some(c) = rest.chars().next() {
+            let (atom, len) = match (c, rest.get(1..2)) {
+                ('\\', Some("t")) => (Some('\t'), 2),
+                ('\\', Some("r")) => (Some('\r'), 2),
+                ('\\', Some("u")) => (char::from_u32(u32::from_str_radix(&rest[2..6], 16).unwrap()), 6),
+                ('-', _) => (None, 1),
+                (c, _) => (Some(c), c.len_utf8()),
+            };
+            atoms.push(atom);
+            rest = &rest[len..];
+        }
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < atoms.len() {
+            let lo = atoms[i].expect("a class opens with a character");
+            if atoms.get(i + 1) == Some(&None) {
+                ranges.push((lo, atoms[i + 2].expect("a range ends with a character")));
+                i += 3;
+            } else {
+                ranges.push((lo, lo));
+                i += 1;
+            }
+        }
+        ranges
+    }
+
+    #[test]
+    fn blank_is_what_the_document_says() {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("../../../schemas/openapi.json")).unwrap();
+        let operations = [
+            ("/api/v1/companies/search", ["trading_name", "neighborhood", "city"].as_slice()),
+            ("/api/v1/cities", &["term"]),
+        ];
+        for (path, names) in operations {
+            for name in names {
+                let parameters = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+                let parameter = parameters.iter().find(|p| p["name"] == *name).unwrap();
+                let pattern = parameter["schema"]["pattern"].as_str().unwrap();
+                let body = pattern.strip_prefix("[^").and_then(|p| p.strip_suffix(']')).unwrap();
+                let ranges = class_ranges(body);
+                for c in (0..=0x10_FFFF).filter_map(char::from_u32) {
+                    let listed = ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&c));
+                    assert_eq!(listed, is_blank(c), "{name}: U+{:04X}", u32::from(c));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn pagination_bounds() {
         assert_eq!(pagination(&params(&[])).ok(), Some((1, 20)));
         assert_eq!(pagination(&params(&[("page", "3"), ("per_page", "50")])).ok(), Some((3, 50)));
-        for bad in [("per_page", "51"), ("per_page", "0"), ("page", "0"), ("page", "x"), ("per_page", "-1")] {
+        assert_eq!(pagination(&params(&[("page", "4294967295")])).ok(), Some((MAX_PAGE, 20)));
+        for bad in [
+            ("per_page", "51"),
+            ("per_page", "0"),
+            ("page", "0"),
+            ("page", "x"),
+            ("per_page", "-1"),
+            ("page", "+2"),
+            ("page", " 2"),
+            ("page", "4294967296"),
+        ] {
             assert!(pagination(&params(&[bad])).is_err(), "{bad:?}");
         }
     }

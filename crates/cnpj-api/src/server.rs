@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -75,22 +75,36 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-pub fn router(state: Shared) -> Router {
-    let api = Router::new()
-        .route("/api/v1/companies/search", get(search))
-        .route("/api/v1/companies/batch", post(batch))
+/// The largest request body (contract §6: 413 beyond it).
+pub const MAX_BODY: usize = 64 * 1024;
+/// The longest request target (path and query) answered with more than a 414.
+pub const MAX_URI: usize = 8 * 1024;
+
+/// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
+/// authentication (so it is neither charged nor counted by the rate limit).
+pub fn router(state: Shared, body_timeout: Duration) -> Router {
+    let authenticate = || middleware::from_fn_with_state(Arc::clone(&state), authenticate);
+    let gets = Router::new()
+        .route("/api/v1/companies/search", get(search).fallback(not_allowed("GET")))
         // A catch-all, so that a masked CNPJ with a raw `/` (11.222.333/0001-81) still matches.
-        .route("/api/v1/companies/{*cnpj}", get(detail))
-        .route("/api/v1/reference-data", get(reference_data))
-        .route("/api/v1/cities", get(cities))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate));
+        .route("/api/v1/companies/{*cnpj}", get(detail).fallback(not_allowed("GET")))
+        .route("/api/v1/reference-data", get(reference_data).fallback(not_allowed("GET")))
+        .route("/api/v1/cities", get(cities).fallback(not_allowed("GET")))
+        .route_layer(authenticate())
+        .route("/healthz", get(healthz).fallback(not_allowed("GET")))
+        .route("/api/v1/openapi.json", get(openapi).fallback(not_allowed("GET")))
+        .route_layer(middleware::from_fn_with_state("GET", only_method));
+    let posts = Router::new()
+        .route("/api/v1/companies/batch", post(batch).fallback(not_allowed("POST")))
+        .route_layer(authenticate())
+        .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
-        .merge(api)
-        .route("/healthz", get(healthz))
-        .route("/api/v1/openapi.json", get(openapi))
+        .merge(gets)
+        .merge(posts)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(body_timeout, read_body))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::Internal("panic".into()).into_response()))
         .layer(
             tower_http::trace::TraceLayer::new_for_http()
@@ -100,14 +114,66 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
+/// A 405 naming the route's one method in `Allow`.
+fn method_not_allowed(allowed: &'static str) -> Response {
+    let mut response = ApiError::MethodNotAllowed.into_response();
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allowed));
+    response
+}
+
+/// The fallback of a route for the methods it does not answer (axum's would say `GET,HEAD`; a
+/// route's own fallback is also kept by `method_not_allowed_fallback`, and so stays behind
+/// `only_method`).
+fn not_allowed(allowed: &'static str) -> impl Fn() -> std::future::Ready<Response> + Clone {
+    move || std::future::ready(method_not_allowed(allowed))
+}
+
+/// The route layer that answers a wrong method before authentication (HEAD on a GET route included,
+/// which axum would give to the GET handler, charging it).
+async fn only_method(State(allowed): State<&'static str>, request: Request, next: Next) -> Response {
+    if request.method().as_str() == allowed {
+        return next.run(request).await;
+    }
+    method_not_allowed(allowed)
+}
+
+/// Before routing: a request target over `MAX_URI` is a 414, and a body is read whole (at most
+/// `MAX_BODY`, else 413) within `timeout` of the request head, else 408 and the connection closed.
+async fn read_body(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
+    if request.uri().path_and_query().map_or(0, |pq| pq.as_str().len()) > MAX_URI {
+        return ApiError::UriTooLong.into_response();
+    }
+    let headers = request.headers();
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return ApiError::PayloadTooLarge.into_response();
+    }
+    if declared.unwrap_or(0) == 0 && !headers.contains_key(header::TRANSFER_ENCODING) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    let bytes = match tokio::time::timeout(timeout, http_body_util::BodyExt::collect(limited)).await {
+        Err(_) => return ApiError::RequestTimeout.into_response(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return ApiError::PayloadTooLarge.into_response(),
+        Ok(Err(e)) => return ApiError::invalid("body", format!("The body could not be read: {e}.")).into_response(),
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive
+/// (RFC 9110 §11.1).
+fn bearer_token(request: &Request) -> Option<String> {
+    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_owned())
+}
+
 /// Bearer token → user; then the rate limit; the limit headers go on every authenticated response.
 async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_owned());
+    let token = bearer_token(&request);
     let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
     let accounts = Arc::clone(&state.accounts);
     let (limit, window) = (state.limiter.limit(), state.limiter.window());
@@ -155,9 +221,11 @@ async fn openapi() -> impl IntoResponse {
 async fn detail(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
-    Path(cnpj): Path<String>,
-    Query(params): Query<Params>,
+    cnpj: Result<Path<String>, PathRejection>,
+    params: Params,
 ) -> Result<Json<Value>, ApiError> {
+    // A path that does not decode to UTF-8 (`%FF`) is no CNPJ either.
+    let Path(cnpj) = cnpj.map_err(|_| ApiError::invalid("cnpj", "Invalid CNPJ: not UTF-8 text."))?;
     let locale = params::locale(&params)?;
     let query = CnpjQuery::parse(&cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
     let store = state.store();
@@ -169,7 +237,7 @@ async fn detail(
 async fn search(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
-    Query(params): Query<Params>,
+    params: Params,
 ) -> Result<Json<Value>, ApiError> {
     let locale = params::locale(&params)?;
     let (page, per_page) = params::pagination(&params)?;
@@ -201,16 +269,16 @@ fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json:
     map
 }
 
-async fn reference_data(State(state): State<Shared>, Query(params): Query<Params>) -> Result<Json<Value>, ApiError> {
+async fn reference_data(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
     let locale = params::locale(&params)?;
     Ok(Json(json!({"success": true, "data": state.store().reference_data(locale)})))
 }
 
-async fn cities(State(state): State<Shared>, Query(params): Query<Params>) -> Result<Json<Value>, ApiError> {
+async fn cities(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
     params::locale(&params)?;
     let (page, per_page) = params::pagination(&params)?;
     let state_filter = params::city_state(&params)?;
-    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(&params), page, per_page);
+    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(&params)?, page, per_page);
     let pages = pagination(total, page, per_page, items.len());
     Ok(Json(json!({"success": true, "data": items, "pagination": pages})))
 }
@@ -220,7 +288,7 @@ const INVALID_FORMAT: &str = "Invalid CNPJ format. Provide 8 digits (cnpj_basico
 async fn batch(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
-    Query(params): Query<Params>,
+    params: Params,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = body.map_err(|e| {
@@ -232,6 +300,11 @@ async fn batch(
     })?;
     let locale = params::locale(&params)?;
     let entries: Vec<String> = match serde_json::from_slice::<Value>(&body) {
+        // `additionalProperties: false`, as the OpenAPI document says.
+        Ok(Value::Object(map)) if map.keys().any(|k| k != "cnpjs") => {
+            let unknown = map.keys().find(|k| *k != "cnpjs").map_or("", String::as_str);
+            return Err(ApiError::invalid(unknown, "Unknown property: the body is {\"cnpjs\": [strings]}."));
+        }
         Ok(Value::Object(map)) => match map.get("cnpjs") {
             Some(Value::Array(items)) if (1..=100).contains(&items.len()) => items
                 .iter()

@@ -125,22 +125,36 @@ impl Reply {
 
 /// A minimal HTTP/1.1 client: one request per connection.
 fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&[u8]>) -> Reply {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    request_with(addr, method, path, auth.as_deref(), body)
+}
+
+/// `request` with the `Authorization` header's value as given.
+fn request_with(addr: &str, method: &str, path: &str, authorization: Option<&str>, body: Option<&[u8]>) -> Reply {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    if let Some(a) = authorization {
+        head.push_str(&format!("Authorization: {a}\r\n"));
     }
     if let Some(b) = body {
         head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    if let Some(b) = body {
-        let _ = stream.write_all(b);
-    }
+    let mut raw = head.into_bytes();
+    raw.extend_from_slice(body.unwrap_or_default());
+    exchange(addr, &raw)
+}
+
+/// Sends `raw` on a new connection and reads the response until the server closes it.
+fn exchange(addr: &str, raw: &[u8]) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = stream.write_all(raw);
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);
+    parse_reply(&raw)
+}
+
+fn parse_reply(raw: &[u8]) -> Reply {
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a full response");
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.lines();
@@ -502,11 +516,12 @@ fn dataset_swap_under_load_and_graceful_shutdown() {
 /// The schema of one response of the OpenAPI document, as a validator rooted in the document.
 fn validator(doc: &Value, template: &str, method: &str, status: u16) -> jsonschema::Validator {
     let escape = |s: &str| s.replace('~', "~0").replace('/', "~1");
-    let pointer = format!(
-        "#/paths/{}/{method}/responses/{status}/content/{}/schema",
-        escape(template),
-        escape("application/json")
-    );
+    let mut response = format!("#/paths/{}/{method}/responses/{status}", escape(template));
+    // A response shared under components is a `$ref` to it.
+    if let Some(shared) = doc.pointer(&response[1..]).and_then(|r| r["$ref"].as_str()) {
+        response = shared.to_owned();
+    }
+    let pointer = format!("{response}/content/{}/schema", escape("application/json"));
     let mut root = doc.clone();
     let target = root.pointer(&pointer[1..]).cloned();
     assert!(target.is_some(), "the document has no schema for {method} {template} {status}");
@@ -532,6 +547,12 @@ fn responses_conform_to_the_openapi_document() {
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?per_page=50", &token)),
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=AC", &token)),
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?per_page=99", &token)),
+        ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=", &token)),
+        (
+            "/api/v1/companies/search",
+            "get",
+            get(&s, &format!("/api/v1/companies/search?trading_name={}", "a".repeat(9000)), &token),
+        ),
         (
             "/api/v1/companies/batch",
             "post",
@@ -567,6 +588,271 @@ fn cases_first_detail(s: &Server, token: &str) -> Value {
     let reply = get(s, "/api/v1/companies/11222333000181", token);
     assert_eq!(reply.status, 200);
     reply.body
+}
+
+/// Reads `stream` until the server closes it (or `limit` passes): what was read, and when it closed
+/// counted from `since` (`None`: still open at `limit`).
+fn until_closed(stream: &mut TcpStream, since: Instant, limit: Duration) -> (Vec<u8>, Option<Duration>) {
+    stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while since.elapsed() < limit {
+        match stream.read(&mut buf) {
+            Ok(0) => return (got, Some(since.elapsed())),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return (got, Some(since.elapsed())),
+        }
+    }
+    (got, None)
+}
+
+/// Issue 19 item 11: slow clients (nothing sent, partial headers, headers trickled, a short body,
+/// an idle keep-alive connection) are closed within their timeout, and meanwhile a normal request
+/// is served at once.
+#[test]
+fn slow_clients_are_cut_off_while_others_are_served() {
+    let s = Server::start(&["--header-timeout", "2", "--body-timeout", "2", "--idle-timeout", "3"]);
+    let token = s.user("sol", 10);
+    let started = Instant::now();
+    let connect = || TcpStream::connect(&s.addr).unwrap();
+    let mut silent = connect();
+    let mut partial = connect();
+    partial.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let mut short_body = connect();
+    let head = format!(
+        "POST /api/v1/companies/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n"
+    );
+    short_body.write_all(head.as_bytes()).unwrap();
+    short_body.write_all(br#"{"cnpjs": ["#).unwrap();
+    let mut idle = connect();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    // Headers trickled a byte every 200 ms: activity does not extend the header deadline.
+    let trickled = std::thread::spawn({
+        let addr = s.addr.clone();
+        move || {
+            let mut stream = TcpStream::connect(&addr).unwrap();
+            let since = Instant::now();
+            for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 0123456789abcdef\r\n" {
+                if stream.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            until_closed(&mut stream, since, Duration::from_secs(8)).1
+        }
+    });
+
+    let served = Instant::now();
+    let r = get(&s, "/api/v1/companies/11222333000181", &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(served.elapsed() < Duration::from_millis(1500), "served in {:?}", served.elapsed());
+
+    // Held until their timeout (2 s), not closed at once, and not much longer.
+    let limit = Duration::from_secs(8);
+    let in_time = |closed: Option<Duration>| {
+        closed.is_some_and(|t| t > Duration::from_millis(1800) && t < Duration::from_millis(3500))
+    };
+    let (got, closed) = until_closed(&mut silent, started, limit);
+    assert!(got.is_empty() && in_time(closed), "silent: {closed:?}");
+    let (_, closed) = until_closed(&mut partial, started, limit);
+    assert!(in_time(closed), "partial headers: {closed:?}");
+    let (got, closed) = until_closed(&mut short_body, started, limit);
+    assert!(in_time(closed), "short body: {closed:?}");
+    let reply = parse_reply(&got);
+    assert_eq!(error_of(&reply), (408, "Request timeout."));
+    let (got, closed) = until_closed(&mut idle, started, limit);
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "the idle connection was answered first");
+    assert!(
+        closed.is_some_and(|t| t > Duration::from_millis(2800) && t < Duration::from_millis(4500)),
+        "idle: {closed:?}"
+    );
+    let closed = trickled.join().unwrap();
+    assert!(closed.is_some_and(|t| t < Duration::from_millis(3500)), "trickled headers: {closed:?}");
+    assert_eq!(s.credits("sol"), (9, 1), "only the normal request was charged");
+}
+
+/// Issue 19 item 11: at `--max-connections`, a new connection waits until one closes (here:
+/// silent ones, closed by the header timeout), then is served.
+#[test]
+fn connection_cap_holds_new_connections_until_one_closes() {
+    let s = Server::start(&["--max-connections", "2", "--header-timeout", "2"]);
+    let silent: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&s.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let r = request(&s.addr, "GET", "/healthz", None, None);
+    let waited = started.elapsed();
+    assert_eq!(r.status, 200);
+    assert!(waited > Duration::from_millis(1500) && waited < Duration::from_secs(5), "waited {waited:?}");
+    drop(silent);
+    let started = Instant::now();
+    assert_eq!(request(&s.addr, "GET", "/healthz", None, None).status, 200);
+    assert!(started.elapsed() < Duration::from_secs(1), "served at once when under the cap");
+}
+
+/// Issue 19 item 12: HEAD is not a method of the API: 405 with `Allow`, before authentication,
+/// never charged (nor counted by the rate limit); every other wrong method alike.
+#[test]
+fn head_is_method_not_allowed_and_never_charged() {
+    let s = Server::start(&[]);
+    let token = s.user("heli", 5);
+    for path in ["/api/v1/companies/11222333000181", "/api/v1/companies/search?state=SP", "/healthz", "/api/v1/cities"]
+    {
+        let r = request(&s.addr, "HEAD", path, Some(&token), None);
+        assert_eq!((r.status, r.header("allow")), (405, Some("GET")), "HEAD {path}");
+        assert!(r.raw.is_empty() && r.header("x-ratelimit-remaining").is_none(), "HEAD {path}");
+    }
+    for (method, path, allow) in [
+        ("DELETE", "/api/v1/cities", "GET"),
+        ("POST", "/api/v1/companies/11222333000181", "GET"),
+        ("GET", "/api/v1/companies/batch", "POST"),
+        ("HEAD", "/api/v1/companies/batch", "POST"),
+        ("PUT", "/healthz", "GET"),
+    ] {
+        let r = request(&s.addr, method, path, Some(&token), None);
+        assert_eq!((r.status, r.header("allow")), (405, Some(allow)), "{method} {path}");
+        if method != "HEAD" {
+            assert_eq!(error_of(&r), (405, "Method not allowed."));
+        }
+    }
+    assert_eq!(request(&s.addr, "HEAD", "/nowhere", None, None).status, 404);
+    assert_eq!(s.credits("heli"), (5, 0), "nothing was charged");
+    let r = get(&s, "/api/v1/companies/11222333000181", &token);
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("99"), "nothing was counted");
+}
+
+/// Issue 19 item 13: invalid UTF-8 in the detail path or in a query value is a JSON 400 naming
+/// the parameter; an over-long request target is a JSON 414.
+#[test]
+fn invalid_utf8_in_path_or_query_is_a_400_naming_it() {
+    let s = Server::start(&[]);
+    let token = s.user("ugo", 5);
+    for (path, param) in [
+        ("/api/v1/companies/%FF", "cnpj"),
+        ("/api/v1/companies/11222333%C3", "cnpj"),
+        ("/api/v1/companies/search?trading_name=%FF", "trading_name"),
+        ("/api/v1/companies/search?neighborhood=caf%E9", "neighborhood"),
+        ("/api/v1/companies/11222333000181?locale=%FFen", "locale"),
+        ("/api/v1/cities?term=s%C3o", "term"),
+    ] {
+        let r = get(&s, path, &token);
+        assert_eq!(error_of(&r), (400, "Invalid input parameters"), "{path}");
+        assert!(r.body["errors"][param].is_array(), "{path}: {}", r.body);
+        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+    }
+    let r = get(&s, "/api/v1/companies/search?state=SP&ignored=%FF", &token);
+    assert_eq!(r.status, 200, "an unknown parameter is ignored, decodable or not: {}", r.body);
+    let long = format!("/api/v1/companies/search?trading_name={}", "a".repeat(9000));
+    let r = get(&s, &long, &token);
+    assert_eq!(error_of(&r), (414, "URI too long."));
+    assert_eq!(s.credits("ugo"), (4, 1));
+
+    // Below the router: what hyper refuses itself is answered in the envelope too.
+    let malformed = exchange(&s.addr, b"GARBAGE\r\n\r\n");
+    assert_eq!(error_of(&malformed), (400, "Invalid input parameters"));
+    assert!(malformed.body["errors"]["request"].is_array(), "{}", malformed.body);
+    let huge = format!("GET /healthz?{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70 * 1024));
+    assert_eq!(error_of(&exchange(&s.addr, huge.as_bytes())), (414, "URI too long."));
+    let headers: String = (0..200).map(|i| format!("X-{i}: 1\r\n")).collect();
+    let many = format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{headers}\r\n");
+    assert_eq!(error_of(&exchange(&s.addr, many.as_bytes())), (431, "Request header fields too large."));
+    // A normal keep-alive exchange is untouched: two pipelined requests, then a malformed third.
+    let pipelined =
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\nNOPE\r\n\r\n";
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream.write_all(pipelined).unwrap();
+    let (got, closed) = until_closed(&mut stream, Instant::now(), Duration::from_secs(10));
+    let text = String::from_utf8_lossy(&got);
+    assert!(closed.is_some(), "closed after the malformed request");
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+    assert!(text.contains("\"openapi\"") && text.contains("\"source_month\""), "{text}");
+}
+
+/// Issue 19 item 14: one rule for every parameter: an empty value (or a blank text filter) is a
+/// 400 naming it, never a filter silently dropped.
+#[test]
+fn empty_values_are_a_400_for_every_parameter() {
+    let s = Server::start(&["--rate-limit", "1000"]);
+    let token = s.user("vera", 100);
+    let search = [
+        "business_sector",
+        "city_id",
+        "city",
+        "state",
+        "porte_empresa_code",
+        "company_size",
+        "opening_date_from",
+        "opening_date_to",
+        "trading_name",
+        "neighborhood",
+        "zip_code",
+        "nature_code",
+        "cnpj",
+        "situacao_cadastral",
+        "per_page",
+        "page",
+        "locale",
+    ];
+    let mut cases: Vec<(String, &str)> =
+        search.iter().map(|p| (format!("/api/v1/companies/search?{p}="), *p)).collect();
+    cases.extend(["trading_name", "neighborhood", "city"].map(|p| (format!("/api/v1/companies/search?{p}=%20%09"), p)));
+    cases.extend(["state", "term", "page", "per_page", "locale"].map(|p| (format!("/api/v1/cities?{p}="), p)));
+    cases.push(("/api/v1/companies/11222333000181?locale=".into(), "locale"));
+    cases.push(("/api/v1/reference-data?locale".into(), "locale"));
+    for (path, param) in &cases {
+        let r = get(&s, path, &token);
+        assert_eq!(error_of(&r), (400, "Invalid input parameters"), "{path}");
+        assert!(r.body["errors"][param].is_array(), "{path}: {}", r.body);
+    }
+    let r = post(&s, "/api/v1/companies/batch?locale=", &token, &json!({"cnpjs": ["11222333"]}));
+    assert!(r.body["errors"]["locale"].is_array(), "{}", r.body);
+    assert_eq!(s.credits("vera"), (100, 0));
+}
+
+/// Issue 19 item 15: the `Authorization` scheme is case-insensitive (RFC 9110 §11.1).
+#[test]
+fn bearer_scheme_is_case_insensitive() {
+    let s = Server::start(&[]);
+    let token = s.user("beto", 0);
+    for auth in [format!("bearer {token}"), format!("BEARER {token}"), format!("BeArEr   {token}")] {
+        let r = request_with(&s.addr, "GET", "/api/v1/cities", Some(&auth), None);
+        assert_eq!(r.status, 200, "{auth}");
+    }
+    for auth in [format!("Bearer{token}"), format!("Basic {token}"), "bearer ".to_owned(), token.clone()] {
+        let r = request_with(&s.addr, "GET", "/api/v1/cities", Some(&auth), None);
+        assert_eq!(error_of(&r), (401, "Unauthenticated."), "{auth}");
+    }
+}
+
+/// Issue 19 item 16: the batch body takes no property but `cnpjs`, as the document's
+/// `additionalProperties: false` says.
+#[test]
+fn batch_body_refuses_unknown_properties() {
+    let s = Server::start(&[]);
+    let token = s.user("bela", 5);
+    let r = post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": ["11222333"], "locale": "en"}));
+    assert_eq!(error_of(&r), (400, "Invalid input parameters"));
+    assert!(r.body["errors"]["locale"].is_array(), "{}", r.body);
+    assert_eq!(post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": ["11222333"]})).status, 200);
+    assert_eq!(s.credits("bela"), (4, 1));
+}
+
+/// Issue 19 item 17: output into a closed pipe (`| head -1`) ends quietly, with success.
+#[test]
+fn closed_pipe_on_stdout_exits_quietly() {
+    let s = Server::start(&[]);
+    s.user("pipa", 3);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        .args(s.accounts.args())
+        .args(["accounts", "show", "pipa"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "{:?}: {stderr}", out.status);
 }
 
 // ---------------------------------------------------------------------------------------------

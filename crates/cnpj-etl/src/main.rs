@@ -4,6 +4,7 @@
 
 mod progress;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -192,11 +193,24 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match run(cli) {
         Ok(code) => code,
+        // The reader of stdout went away (`| head -1`): it had what it wanted.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `text` and a newline to stdout; a closed pipe is an error (`main` ends quietly on it).
+fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -239,7 +253,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Download { month, dest, source } => {
             let summary = fetch(&source.options(&month, dest), cli.quiet)?;
-            println!("{}", serde_json::to_string_pretty(&summary)?);
+            print(&serde_json::to_string_pretty(&summary)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { month, work, db, memory_limit, source } => {
@@ -273,7 +287,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     started.elapsed().as_secs_f64()
                 );
             }
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            print(&serde_json::to_string_pretty(&report)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { db, pg, locale, cnpj } => {
@@ -288,7 +302,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let store = Store::open(&source)?;
             match store.detail(&query, locale)? {
                 Some(record) => {
-                    println!("{}", serde_json::to_string_pretty(&record)?);
+                    print(&serde_json::to_string_pretty(&record)?)?;
                     Ok(ExitCode::SUCCESS)
                 }
                 None => {

@@ -240,6 +240,22 @@ fn show_exit_codes() {
     assert_eq!(bad_locale.status.code(), Some(2));
 }
 
+/// Issue 19 item 17: `show … | true`: output into a closed pipe ends quietly, with success.
+#[test]
+fn show_into_a_closed_pipe_exits_quietly() {
+    let b = build(&sample_dump());
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"))
+        .args(["show", "--db", b.db.to_str().unwrap(), "11222333000181"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("cnpj-etl runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "{:?}: {stderr}", out.status);
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
