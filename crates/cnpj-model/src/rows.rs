@@ -134,6 +134,11 @@ pub trait Fields {
     fn count(&self) -> usize;
     /// Field `i`, or an empty slice past the end.
     fn field(&self, i: usize) -> &[u8];
+    /// `(bytes, cap)` when the record was longer than the reader keeps: its fields are then only
+    /// the part that was kept, and the record is a reject.
+    fn over_cap(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 impl Fields for [&[u8]] {

@@ -44,30 +44,65 @@ fn days_from_civil(y: i32, m: i32, d: i32) -> i32 {
     era * 146_097 + doe - 719_468
 }
 
+/// Why a non-empty `capital_social` is not loaded (the row is, with a null capital, and the
+/// build report counts it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapitalIssue {
+    /// More than 16 digits before the comma: too big for the dataset's DECIMAL(18, 2).
+    TooBig,
+    /// Not a decimal number with a comma, two places at most and well-formed thousands groups.
+    Malformed,
+}
+
+impl CapitalIssue {
+    pub fn reason(self) -> &'static str {
+        match self {
+            CapitalIssue::TooBig => "more than 16 digits before the comma",
+            CapitalIssue::Malformed => "not a decimal number",
+        }
+    }
+}
+
 /// `capital_social`: decimal comma, two places, exact. `"1061004829,23"` → `"1061004829.23"`,
-/// `"000000010000,00"` → `"10000.00"`, `"5"` → `"5.00"`; empty or malformed → `None`, and so is
-/// a value too big for the dataset's DECIMAL(18, 2) (more than 16 digits before the comma).
-pub fn capital(text: &str) -> Option<String> {
+/// `"000000010000,00"` → `"10000.00"`, `"5"` → `"5.00"`, and with well-formed thousands groups
+/// `"1.000,00"` → `"1000.00"`; empty → `Ok(None)`. A value too big for the dataset's
+/// DECIMAL(18, 2) (more than 16 digits before the comma) or malformed is an error, never a
+/// silent null.
+pub fn capital(text: &str) -> Result<Option<String>, CapitalIssue> {
     let (negative, body) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
     };
     let (int, frac) = body.split_once(',').unwrap_or((body, ""));
     if int.is_empty() && frac.is_empty() {
-        return None;
+        return if negative { Err(CapitalIssue::Malformed) } else { Ok(None) };
     }
     let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if !all_digits(int) || !all_digits(frac) || frac.len() > 2 {
-        return None;
+    let int: std::borrow::Cow<'_, str> = if int.contains('.') {
+        // Thousands groups: 1 to 3 digits, then groups of exactly 3.
+        let mut groups = int.split('.');
+        let head = groups.next().unwrap_or_default();
+        let well_formed = (1..=3).contains(&head.len())
+            && all_digits(head)
+            && groups.all(|g| g.len() == 3 && all_digits(g));
+        if !well_formed {
+            return Err(CapitalIssue::Malformed);
+        }
+        int.replace('.', "").into()
+    } else {
+        int.into()
+    };
+    if !all_digits(&int) || !all_digits(frac) || frac.len() > 2 {
+        return Err(CapitalIssue::Malformed);
     }
     let int = int.trim_start_matches('0');
     let int = if int.is_empty() { "0" } else { int };
     if int.len() > 16 {
-        return None;
+        return Err(CapitalIssue::TooBig);
     }
     let frac = format!("{frac:0<2}");
     let zero = int == "0" && frac == "00";
-    Some(format!("{}{int}.{frac}", if negative && !zero { "-" } else { "" }))
+    Ok(Some(format!("{}{int}.{frac}", if negative && !zero { "-" } else { "" })))
 }
 
 /// CEP: 8 digits; 7 digits are left-padded with `0`; `00000000` and anything else → `""`.
@@ -188,21 +223,50 @@ mod tests {
         check(
             capital,
             &[
-                ("1061004829,23", Some("1061004829.23".into())),
-                ("000000010000,00", Some("10000.00".into())),
-                ("0,00", Some("0.00".into())),
-                ("120000000000,00", Some("120000000000.00".into())),
-                ("999999999999,00", Some("999999999999.00".into())),
-                ("1000", Some("1000.00".into())),
-                ("10,5", Some("10.50".into())),
-                ("-10,00", Some("-10.00".into())),
-                ("-0,00", Some("0.00".into())),
-                ("", None),
-                ("1.000,00", None),
-                ("1,234", None),
-                ("abc", None),
-                ("9999999999999999,99", Some("9999999999999999.99".into())),
-                ("00099999999999999999,00", None),
+                ("1061004829,23", Ok(Some("1061004829.23".into()))),
+                ("000000010000,00", Ok(Some("10000.00".into()))),
+                ("0,00", Ok(Some("0.00".into()))),
+                ("120000000000,00", Ok(Some("120000000000.00".into()))),
+                ("999999999999,00", Ok(Some("999999999999.00".into()))),
+                ("1000", Ok(Some("1000.00".into()))),
+                ("10,5", Ok(Some("10.50".into()))),
+                ("-10,00", Ok(Some("-10.00".into()))),
+                ("-0,00", Ok(Some("0.00".into()))),
+                ("", Ok(None)),
+                ("9999999999999999,99", Ok(Some("9999999999999999.99".into()))),
+            ],
+        );
+    }
+
+    #[test]
+    fn capital_with_thousands_separators_is_exact() {
+        check(
+            capital,
+            &[
+                ("1.000,00", Ok(Some("1000.00".into()))),
+                ("12.345.678,90", Ok(Some("12345678.90".into()))),
+                ("1.000", Ok(Some("1000.00".into()))),
+                ("-1.000,5", Ok(Some("-1000.50".into()))),
+                ("1.00,00", Err(CapitalIssue::Malformed)),
+                ("1000.000,00", Err(CapitalIssue::Malformed)),
+                ("1..000,00", Err(CapitalIssue::Malformed)),
+                (".000,00", Err(CapitalIssue::Malformed)),
+                ("10.5", Err(CapitalIssue::Malformed)),
+            ],
+        );
+    }
+
+    #[test]
+    fn capital_too_big_or_malformed_is_an_issue_not_a_silent_null() {
+        check(
+            capital,
+            &[
+                ("12345678901234567,00", Err(CapitalIssue::TooBig)),
+                ("00099999999999999999,00", Err(CapitalIssue::TooBig)),
+                ("12.345.678.901.234.567,00", Err(CapitalIssue::TooBig)),
+                ("1,234", Err(CapitalIssue::Malformed)),
+                ("abc", Err(CapitalIssue::Malformed)),
+                ("-", Err(CapitalIssue::Malformed)),
             ],
         );
     }

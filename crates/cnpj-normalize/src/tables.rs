@@ -6,7 +6,7 @@ use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, Fields, LookupRow, Regime
 use cnpj_model::{Cnpj, CnpjQuery, FileKind, InvalidCnpj, fold};
 
 use crate::fields::{
-    capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code, telefone,
+    CapitalIssue, capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code, telefone,
 };
 use crate::text::{clean, mask_cpf_runs};
 
@@ -14,6 +14,8 @@ use crate::text::{clean, mask_cpf_runs};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reject {
     FieldCount { expected: usize, found: usize },
+    /// Longer than the reader keeps (`--max-record-bytes`): `bytes` of content, over `cap`.
+    TooLong { bytes: u64, cap: u64 },
     Cnpj { value: String, error: InvalidCnpj },
     CnpjBasico { value: String },
     Year { value: String },
@@ -25,6 +27,9 @@ impl fmt::Display for Reject {
         match self {
             Reject::FieldCount { expected, found } => {
                 write!(f, "expected {expected} fields, found {found}")
+            }
+            Reject::TooLong { bytes, cap } => {
+                write!(f, "record of {bytes} bytes is over the {cap}-byte cap (kept: its beginning)")
             }
             Reject::Cnpj { value, error } => write!(f, "invalid CNPJ {value:?}: {error}"),
             Reject::CnpjBasico { value } => {
@@ -69,6 +74,7 @@ pub fn record_hash(fields: &(impl Fields + ?Sized)) -> i64 {
 pub struct Normalizer {
     s: String,
     t: String,
+    capital_issue: Option<(CapitalIssue, String)>,
 }
 
 impl Normalizer {
@@ -88,11 +94,26 @@ impl Normalizer {
     }
 
     fn fields(rec: &(impl Fields + ?Sized), kind: FileKind) -> Result<(), Reject> {
+        Self::whole(rec)?;
         let expected = kind.field_count().expect("RFB kinds have a fixed field count");
         match rec.count() {
             n if n == expected => Ok(()),
             found => Err(Reject::FieldCount { expected, found }),
         }
+    }
+
+    /// A record cut at the reader's cap is a reject, whatever its kind.
+    fn whole(rec: &(impl Fields + ?Sized)) -> Result<(), Reject> {
+        match rec.over_cap() {
+            Some((bytes, cap)) => Err(Reject::TooLong { bytes, cap }),
+            None => Ok(()),
+        }
+    }
+
+    /// The capital of the last company normalized, when it was not empty and could not be
+    /// loaded (the row is, with a null capital): why, and the value as it stood.
+    pub fn take_capital_issue(&mut self) -> Option<(CapitalIssue, String)> {
+        self.capital_issue.take()
     }
 
     /// A CNPJ part: cleaned, upper-cased, numeric values left-padded to `width`.
@@ -119,7 +140,13 @@ impl Normalizer {
         out.razao_social_fold = fold(&out.razao_social);
         Self::code(rec, 2, 4, &mut out.natureza_juridica);
         Self::code(rec, 3, 2, &mut out.qualificacao_responsavel);
-        out.capital_social = capital(self.text(rec, 4));
+        out.capital_social = match capital(self.text(rec, 4)) {
+            Ok(value) => value,
+            Err(issue) => {
+                self.capital_issue = Some((issue, self.s.clone()));
+                None
+            }
+        };
         Self::code(rec, 5, 2, &mut out.porte_empresa);
         if !matches!(out.porte_empresa.as_str(), "00" | "01" | "03" | "05") {
             out.porte_empresa.replace_range(.., "00");
@@ -196,6 +223,7 @@ impl Normalizer {
         out.cnpj_basico = self.basico(rec, 0)?;
         Self::code(rec, 1, 1, &mut out.tipo);
         clean(rec.field(2), &mut out.nome);
+        mask_cpf_runs(&mut out.nome);
         let document = self.text(rec, 3).to_ascii_uppercase();
         out.documento = match out.tipo.as_str() {
             "1" => mask_company_document(&document),
@@ -209,6 +237,7 @@ impl Normalizer {
         out.representante_legal =
             if representante == "***000000**" { String::new() } else { mask_person_document(representante) };
         clean(rec.field(8), &mut out.nome_representante);
+        mask_cpf_runs(&mut out.nome_representante);
         Self::code(rec, 9, 2, &mut out.qualificacao_representante);
         Self::code(rec, 10, 1, &mut out.faixa_etaria);
         Ok(())
@@ -232,6 +261,7 @@ impl Normalizer {
         cols: TaxRegimeColumns,
         out: &mut RegimeRow,
     ) -> Result<(), Reject> {
+        Self::whole(rec)?;
         let found = rec.count();
         let needed = cols.ano.max(cols.cnpj).max(cols.forma) + 1;
         if found < needed {
@@ -448,6 +478,81 @@ mod tests {
         assert_eq!((pj.documento.as_str(), pj.representante_legal.as_str()), ("**.555.666/0001-**", "***.123.456-**"));
         let foreign = row(&["11222333", "3", "LLC", "", "37", "20020320", "493", "***972348**", "REP", "17", "0"]);
         assert_eq!((foreign.documento.as_str(), foreign.pais.as_str()), ("", "493"));
+    }
+
+    #[test]
+    fn cpf_in_partner_and_representative_names_is_masked() {
+        let got = with(
+            &fields(&[
+                "11222333",
+                "2",
+                "FULANO 11122233344",
+                "***222333**",
+                "49",
+                "",
+                "",
+                "***123456**",
+                "BELTRANO 123.456.789-09",
+                "05",
+                "0",
+            ]),
+            |n, rec| {
+                let mut row = SocioRow::default();
+                n.socio(rec, &mut row).map(|()| row)
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (got.nome.as_str(), got.nome_representante.as_str()),
+            ("FULANO ***.222.333-**", "BELTRANO ***.456.789-**")
+        );
+    }
+
+    /// A record cut at the reader's cap, with the fields of a valid row.
+    struct Cut<'a>(&'a [&'a [u8]]);
+
+    impl Fields for Cut<'_> {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn field(&self, i: usize) -> &[u8] {
+            self.0.get(i).copied().unwrap_or_default()
+        }
+        fn over_cap(&self) -> Option<(u64, u64)> {
+            Some((2_000_000, 1_048_576))
+        }
+    }
+
+    #[test]
+    fn record_over_the_cap_is_a_reject_of_any_kind() {
+        let raw = fields(&ESTAB);
+        let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+        let mut n = Normalizer::default();
+        let got = n.estabelecimento(&Cut(&slices), &mut EstabelecimentoRow::default());
+        assert_eq!(got, Err(Reject::TooLong { bytes: 2_000_000, cap: 1_048_576 }));
+        assert_eq!(
+            got.unwrap_err().to_string(),
+            "record of 2000000 bytes is over the 1048576-byte cap (kept: its beginning)"
+        );
+        let cols = TaxRegimeColumns { ano: 0, cnpj: 1, forma: 2 };
+        let got = n.tax_regime(&Cut(&[b"2023", b"00.000.000/0001-91", b"LUCRO REAL"]), cols, &mut RegimeRow::default());
+        assert!(matches!(got, Err(Reject::TooLong { .. })));
+    }
+
+    #[test]
+    fn capital_that_cannot_be_loaded_is_told_not_dropped() {
+        let mut n = Normalizer::default();
+        let mut row = EmpresaRow::default();
+        let raw = fields(&["22333444", "X", "2135", "50", "12345678901234567,00", "", ""]);
+        let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+        n.empresa(slices.as_slice(), &mut row).unwrap();
+        assert_eq!(row.capital_social, None);
+        assert_eq!(n.take_capital_issue(), Some((CapitalIssue::TooBig, "12345678901234567,00".into())));
+        assert_eq!(n.take_capital_issue(), None);
+        let raw = fields(&["22333444", "X", "2135", "50", "1.000,00", "", ""]);
+        let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+        n.empresa(slices.as_slice(), &mut row).unwrap();
+        assert_eq!((row.capital_social.as_deref(), n.take_capital_issue()), (Some("1000.00"), None));
     }
 
     #[test]

@@ -22,29 +22,45 @@ pub fn clean(raw: &[u8], out: &mut String) {
     }
 }
 
-/// Masks every run of exactly 11 ASCII digits (a CPF) as `***.456.789-**` (contract §4).
+/// Masks every CPF in a name as `***.456.789-**` (contract §4): a run of exactly 11 ASCII digits
+/// (not part of a longer run of digits), and the same digits written in groups of 3, 3, 3 and 2
+/// with a `.`, `-` or space between groups (`123.456.789-09`, `123456789-09`, `123 456 789 09`).
 pub fn mask_cpf_runs(text: &mut String) {
+    let mut found = Vec::new();
     let bytes = text.as_bytes();
-    let mut runs = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i].is_ascii_digit() {
-            let start = i;
-            while i < bytes.len() && bytes[i].is_ascii_digit() {
-                i += 1;
+        if bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit()) {
+            if let Some((end, digits)) = cpf_at(bytes, i) {
+                found.push((i, end, digits));
+                i = end;
+                continue;
             }
-            if i - start == 11 {
-                runs.push(start);
-            }
-        } else {
-            i += 1;
+        }
+        i += 1;
+    }
+    for (start, end, d) in found.into_iter().rev() {
+        let masked = format!("***.{}.{}-**", &d[3..6], &d[6..9]);
+        text.replace_range(start..end, &masked);
+    }
+}
+
+/// A CPF starting at `start` (a digit not preceded by one): its end and its 11 digits.
+fn cpf_at(bytes: &[u8], start: usize) -> Option<(usize, String)> {
+    let mut at = start;
+    let mut digits = String::with_capacity(11);
+    for (group, len) in [3, 3, 3, 2].into_iter().enumerate() {
+        if group > 0 && matches!(bytes.get(at), Some(b'.' | b'-' | b' ')) {
+            at += 1;
+        }
+        for _ in 0..len {
+            let b = *bytes.get(at).filter(|b| b.is_ascii_digit())?;
+            digits.push(char::from(b));
+            at += 1;
         }
     }
-    for start in runs.into_iter().rev() {
-        let digits = &text[start..start + 11];
-        let masked = format!("***.{}.{}-**", &digits[3..6], &digits[6..9]);
-        text.replace_range(start..start + 11, &masked);
-    }
+    let ends_here = !bytes.get(at).is_some_and(u8::is_ascii_digit);
+    ends_here.then_some((at, digits))
 }
 
 #[cfg(test)]
@@ -94,7 +110,21 @@ mod tests {
     }
 
     #[test]
+    fn punctuated_and_spaced_cpfs_are_masked() {
+        check_mask("JOSE 123.456.789-09", "JOSE ***.456.789-**");
+        check_mask("JOSE 123456789-09 ME", "JOSE ***.456.789-** ME");
+        check_mask("123 456 789 09 JOSE", "***.456.789-** JOSE");
+        check_mask("A 123.456.789.09", "A ***.456.789-**");
+        check_mask("LOJA (123.456.789-09) E 98765432100", "LOJA (***.456.789-**) E ***.654.321-**");
+        check_mask("SÃO JOSÉ 123.456.789-09", "SÃO JOSÉ ***.456.789-**");
+    }
+
+    #[test]
     fn other_digit_runs_stay() {
+        check_mask("12.345.678/0001-90 LTDA", "12.345.678/0001-90 LTDA");
+        check_mask("123.456.789-0", "123.456.789-0");
+        check_mask("123.456.789-091", "123.456.789-091");
+        check_mask("1234.456.789-09", "1234.456.789-09");
         check_mask("12.345.678 FULANO DE TAL", "12.345.678 FULANO DE TAL");
         check_mask("LOJA 1234567890", "LOJA 1234567890");
         check_mask("X 123456789012", "X 123456789012");

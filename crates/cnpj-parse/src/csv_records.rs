@@ -1,69 +1,160 @@
 //! The CSV dialect of the dump: records (not lines), quoted fields that may hold `;`, doubled quotes
-//! or newlines, backslashes as plain bytes, empty lines skipped, CR LF or LF.
+//! or newlines, backslashes as plain bytes, empty lines skipped, CR LF, LF or CR alone.
+//!
+//! Memory is bounded whatever the input: a record is kept up to a cap ([`DEFAULT_MAX_RECORD_BYTES`]
+//! unless [`Records::max_record_bytes`] says otherwise) and the rest of an over-long record is
+//! skipped (the record comes out with [`Record::over_cap`] set, for the caller to reject); lines are
+//! counted, never remembered, so a member of nothing but newlines costs nothing.
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::io::Read;
-use std::rc::Rc;
 
-use csv::ByteRecord;
+use csv_core::{ReadRecordResult, ReaderBuilder, Terminator};
 
-/// Byte offsets of the newlines read ahead by the CSV reader and not yet passed by a record,
-/// plus how many have been passed: turns a record's byte offset into its physical line (the CSV
-/// reader's own line count skips empty lines).
-#[derive(Default)]
-struct Newlines {
-    ahead: VecDeque<u64>,
-    passed: u64,
+/// The record cap of a build unless told otherwise: the longest real record is under 1 KiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
+
+/// Input read from the member at a time.
+const INPUT_BUFFER: usize = 1 << 20;
+
+/// Byte counts of a member's text that tell its encoding: complete UTF-8 multi-byte sequences,
+/// and bytes ≥ 0x80 that are not part of one (Latin-1 letters: `Ç` alone is `0xC7`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TextStats {
+    pub utf8_sequences: u64,
+    pub other_high_bytes: u64,
+    pub nul_bytes: u64,
 }
 
-struct LineTracking<R> {
-    inner: R,
-    offset: u64,
-    newlines: Rc<RefCell<Newlines>>,
-}
-
-impl<R: Read> Read for LineTracking<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        let mut newlines = self.newlines.borrow_mut();
-        for i in newline_positions(b'\n', &buf[..n]) {
-            newlines.ahead.push_back(self.offset + i as u64);
-        }
-        self.offset += n as u64;
-        Ok(n)
+impl TextStats {
+    /// Whether the text reads as UTF-8 (multi-byte sequences, and next to no byte that is not
+    /// part of one) where Latin-1 is expected: `Ç` would be served as `Ã‡`.
+    pub fn looks_like_utf8(&self) -> bool {
+        self.utf8_sequences > 0 && self.other_high_bytes.saturating_mul(10) <= self.utf8_sequences
     }
 }
 
-fn newline_positions(needle: u8, haystack: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    haystack.iter().enumerate().filter(move |&(_, &b)| b == needle).map(|(i, _)| i)
+/// Line and encoding bookkeeping over the bytes the parser consumes: a few counters, whatever
+/// the input.
+#[derive(Default)]
+struct Scan {
+    /// Line terminators passed: `\n`, `\r`, or `\r\n` counted once.
+    terminators: u64,
+    last_was_cr: bool,
+    /// Continuation bytes still expected by a UTF-8 sequence, and the bytes it has so far.
+    utf8_need: u8,
+    utf8_have: u8,
+    stats: TextStats,
+}
+
+impl Scan {
+    /// Counts `bytes`; when `find_start` asks for it, returns the line of the first byte that is
+    /// not a line terminator (where a record starts: the parser skips empty lines).
+    fn feed(&mut self, bytes: &[u8], find_start: bool) -> Option<u64> {
+        let mut start = None;
+        for &b in bytes {
+            match b {
+                b'\n' => {
+                    if !self.last_was_cr {
+                        self.terminators += 1;
+                    }
+                    self.last_was_cr = false;
+                }
+                b'\r' => {
+                    self.terminators += 1;
+                    self.last_was_cr = true;
+                }
+                _ => {
+                    self.last_was_cr = false;
+                    if find_start && start.is_none() {
+                        start = Some(self.terminators + 1);
+                    }
+                }
+            }
+            self.encoding(b);
+        }
+        start
+    }
+
+    fn encoding(&mut self, b: u8) {
+        if self.utf8_need > 0 {
+            if b & 0xC0 == 0x80 {
+                self.utf8_need -= 1;
+                self.utf8_have += 1;
+                if self.utf8_need == 0 {
+                    self.stats.utf8_sequences += 1;
+                    self.utf8_have = 0;
+                }
+                return;
+            }
+            self.stats.other_high_bytes += u64::from(self.utf8_have);
+            self.utf8_need = 0;
+            self.utf8_have = 0;
+        }
+        match b {
+            0 => self.stats.nul_bytes += 1,
+            0xC2..=0xDF => (self.utf8_need, self.utf8_have) = (1, 1),
+            0xE0..=0xEF => (self.utf8_need, self.utf8_have) = (2, 1),
+            0xF0..=0xF4 => (self.utf8_need, self.utf8_have) = (3, 1),
+            0x80..=0xFF => self.stats.other_high_bytes += 1,
+            _ => {}
+        }
+    }
 }
 
 /// One record's raw fields; implements [`cnpj_model::rows::Fields`] for the normalizer.
 #[derive(Clone, Copy, Debug)]
-pub struct Record<'a>(&'a ByteRecord);
+pub struct Record<'a> {
+    bytes: &'a [u8],
+    ends: &'a [usize],
+    over_cap: Option<(u64, u64)>,
+}
 
-impl Record<'_> {
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        self.0.iter()
+impl<'a> Record<'a> {
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + use<'a> {
+        let (bytes, ends) = (self.bytes, self.ends);
+        (0..ends.len()).map(move |i| &bytes[if i == 0 { 0 } else { ends[i - 1] }..ends[i]])
     }
 }
 
 impl cnpj_model::rows::Fields for Record<'_> {
     fn count(&self) -> usize {
-        self.0.len()
+        self.ends.len()
     }
 
     fn field(&self, i: usize) -> &[u8] {
-        self.0.get(i).unwrap_or_default()
+        match self.ends.get(i) {
+            Some(&end) => &self.bytes[if i == 0 { 0 } else { self.ends[i - 1] }..end],
+            None => &[],
+        }
+    }
+
+    fn over_cap(&self) -> Option<(u64, u64)> {
+        self.over_cap
     }
 }
 
 /// A lending reader of records: call [`Records::advance`], then look at [`Records::record`].
 pub struct Records<R: Read> {
-    inner: csv::Reader<LineTracking<R>>,
-    newlines: Rc<RefCell<Newlines>>,
-    record: ByteRecord,
+    reader: R,
+    core: csv_core::Reader,
+    input: Vec<u8>,
+    at: usize,
+    filled: usize,
+    eof: bool,
+    done: bool,
+    /// The current record's field bytes and field ends, up to the cap.
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    used: (usize, usize),
+    /// Where an over-long record's rest goes (and is forgotten).
+    scratch: Vec<u8>,
+    scratch_ends: Vec<usize>,
+    max_record: usize,
+    over_cap: Option<(u64, u64)>,
+    scan: Scan,
+    consumed: u64,
+    has_headers: bool,
+    headers: Option<Vec<String>>,
     read: u64,
     line: u64,
 }
@@ -80,52 +171,148 @@ impl<R: Read> Records<R> {
     }
 
     fn with(reader: R, delimiter: u8, has_headers: bool) -> Records<R> {
-        let newlines = Rc::new(RefCell::new(Newlines::default()));
-        let inner = csv::ReaderBuilder::new()
+        let core = ReaderBuilder::new()
             .delimiter(delimiter)
-            .has_headers(has_headers)
-            .flexible(true)
+            .terminator(Terminator::CRLF)
+            .quoting(true)
             .double_quote(true)
             .escape(None)
-            .buffer_capacity(1 << 20)
-            .from_reader(LineTracking { inner: reader, offset: 0, newlines: Rc::clone(&newlines) });
-        Records { inner, newlines, record: ByteRecord::new(), read: 0, line: 0 }
+            .build();
+        Records {
+            reader,
+            core,
+            input: vec![0; INPUT_BUFFER],
+            at: 0,
+            filled: 0,
+            eof: false,
+            done: false,
+            bytes: vec![0; 4096],
+            ends: vec![0; 64],
+            used: (0, 0),
+            scratch: vec![0; 64 << 10],
+            scratch_ends: vec![0; 1024],
+            max_record: DEFAULT_MAX_RECORD_BYTES,
+            over_cap: None,
+            scan: Scan::default(),
+            consumed: 0,
+            has_headers,
+            headers: None,
+            read: 0,
+            line: 0,
+        }
     }
 
-    /// The header of a headed file (tax regime).
+    /// Caps the bytes kept of one record (its fields' content; at least 1 KiB). A longer record
+    /// is read to its end without being kept, and comes out with [`Record::over_cap`] set.
+    pub fn max_record_bytes(mut self, cap: usize) -> Records<R> {
+        self.max_record = cap.max(1024);
+        self
+    }
+
+    /// The header of a headed file (tax regime), lower-cased and trimmed.
     pub fn headers(&mut self) -> std::io::Result<Vec<String>> {
-        let h = self.inner.byte_headers().map_err(into_io)?;
-        Ok(h.iter().map(|f| String::from_utf8_lossy(f).trim().to_ascii_lowercase()).collect())
+        self.read_headers()?;
+        Ok(self.headers.clone().unwrap_or_default())
+    }
+
+    fn read_headers(&mut self) -> std::io::Result<()> {
+        if self.has_headers && self.headers.is_none() {
+            let header = if self.next()? {
+                self.record().iter().map(|f| String::from_utf8_lossy(f).trim().to_ascii_lowercase()).collect()
+            } else {
+                Vec::new()
+            };
+            self.headers = Some(header);
+        }
+        Ok(())
     }
 
     /// Reads the next record; `Ok(false)` at the end. Errors are I/O errors of the underlying
-    /// stream (a truncated or corrupt member).
+    /// stream (a truncated or corrupt member); [`Records::current_line`] says where.
     pub fn advance(&mut self) -> std::io::Result<bool> {
-        let more = self.inner.read_byte_record(&mut self.record).map_err(into_io)?;
+        self.read_headers()?;
+        let more = self.next()?;
         if more {
             self.read += 1;
-            self.line = self.start_line();
         }
         Ok(more)
     }
 
-    /// The CSV reader reports where a record ends but counts neither empty lines nor the line a
-    /// record starts on; so count the newlines before its end, less its own.
-    fn start_line(&mut self) -> u64 {
-        let end = self.inner.position().byte();
-        let mut newlines = self.newlines.borrow_mut();
-        let mut last = None;
-        while newlines.ahead.front().is_some_and(|&at| at < end) {
-            last = newlines.ahead.pop_front();
-            newlines.passed += 1;
+    fn next(&mut self) -> std::io::Result<bool> {
+        if self.done {
+            return Ok(false);
         }
-        let terminated = u64::from(last.is_some_and(|at| at + 1 == end));
-        let inside = self.record.as_slice().iter().filter(|&&b| b == b'\n').count() as u64;
-        newlines.passed.saturating_sub(terminated + inside) + 1
+        self.used = (0, 0);
+        self.over_cap = None;
+        let mut skipped: u64 = 0;
+        let mut start_line = None;
+        loop {
+            if self.at == self.filled && !self.eof {
+                self.filled = match self.reader.read(&mut self.input) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    read => read?,
+                };
+                self.at = 0;
+                self.eof = self.filled == 0;
+            }
+            let input = &self.input[self.at..self.filled];
+            let (result, nin, nout, nends) = if self.over_cap.is_some() {
+                self.core.read_record(input, &mut self.scratch, &mut self.scratch_ends)
+            } else {
+                self.core.read_record(input, &mut self.bytes[self.used.0..], &mut self.ends[self.used.1..])
+            };
+            if let Some(line) = self.scan.feed(&input[..nin], start_line.is_none()) {
+                start_line = Some(line);
+            }
+            self.at += nin;
+            self.consumed += nin as u64;
+            if self.over_cap.is_some() {
+                skipped += nout as u64;
+            } else {
+                self.used.0 += nout;
+                self.used.1 += nends;
+            }
+            match result {
+                ReadRecordResult::InputEmpty => {}
+                ReadRecordResult::OutputFull | ReadRecordResult::OutputEndsFull if self.over_cap.is_none() => {
+                    let full_bytes = result == ReadRecordResult::OutputFull;
+                    if full_bytes && self.bytes.len() < self.max_record {
+                        let grown = (self.bytes.len() * 2).min(self.max_record);
+                        self.bytes.resize(grown, 0);
+                    } else if !full_bytes && self.ends.len() < self.max_record / 8 {
+                        let grown = (self.ends.len() * 2).min(self.max_record / 8);
+                        self.ends.resize(grown, 0);
+                    } else {
+                        self.over_cap = Some((0, self.max_record as u64));
+                    }
+                }
+                ReadRecordResult::OutputFull | ReadRecordResult::OutputEndsFull => {}
+                ReadRecordResult::Record => {
+                    if let Some(cap) = self.over_cap.as_mut() {
+                        // Keep what was read as fields: the last one ends where the kept bytes do.
+                        cap.0 = self.used.0 as u64 + skipped;
+                        let last = if self.used.1 == 0 { 0 } else { self.ends[self.used.1 - 1] };
+                        if last < self.used.0 || self.used.1 == 0 {
+                            if self.used.1 == self.ends.len() {
+                                self.ends.push(0);
+                            }
+                            self.ends[self.used.1] = self.used.0;
+                            self.used.1 += 1;
+                        }
+                    }
+                    self.line = start_line.unwrap_or(self.scan.terminators + 1);
+                    return Ok(true);
+                }
+                ReadRecordResult::End => {
+                    self.done = true;
+                    return Ok(false);
+                }
+            }
+        }
     }
 
     pub fn record(&self) -> Record<'_> {
-        Record(&self.record)
+        Record { bytes: &self.bytes[..self.used.0], ends: &self.ends[..self.used.1], over_cap: self.over_cap }
     }
 
     /// Physical line (1-based) where the current record starts.
@@ -133,27 +320,31 @@ impl<R: Read> Records<R> {
         self.line
     }
 
-    /// Bytes of input consumed so far.
-    pub fn bytes(&self) -> u64 {
-        self.inner.position().byte()
+    /// The physical line (1-based) the reader has reached: where a stream error happened.
+    pub fn current_line(&self) -> u64 {
+        self.scan.terminators + 1
     }
 
-    /// Records read so far.
+    /// Bytes of input consumed so far.
+    pub fn bytes(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Records read so far (the header of a headed file is not one).
     pub fn count(&self) -> u64 {
         self.read
     }
-}
 
-fn into_io(e: csv::Error) -> std::io::Error {
-    match e.into_kind() {
-        csv::ErrorKind::Io(io) => io,
-        other => std::io::Error::other(format!("{other:?}")),
+    /// The encoding evidence of the bytes read so far.
+    pub fn text_stats(&self) -> TextStats {
+        self.scan.stats
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cnpj_model::rows::Fields;
     use proptest::prelude::*;
 
     fn check(input: &[u8], expected: &[(u64, &[&[u8]])]) {
@@ -190,6 +381,7 @@ mod tests {
     #[test]
     fn empty_lines_are_not_records_and_lines_count_physically() {
         check(b"\"1\"\n\n\"2\"\r\n\n\n", &[(1, &[b"1"]), (3, &[b"2"])]);
+        check(b"\n\n\"1\"", &[(3, &[b"1"])]);
     }
 
     #[test]
@@ -203,13 +395,109 @@ mod tests {
     }
 
     #[test]
+    fn cr_only_line_ends_count_as_lines() {
+        let input: Vec<u8> = (1..=10).flat_map(|i| format!("\"{i}\"\r").into_bytes()).collect();
+        let mut r = Records::rfb(&input[..]);
+        let mut lines = Vec::new();
+        while r.advance().unwrap() {
+            lines.push((r.line(), String::from_utf8(r.record().field(0).to_vec()).unwrap()));
+        }
+        let expected: Vec<(u64, String)> = (1..=10).map(|i| (i, i.to_string())).collect();
+        assert_eq!(lines, expected);
+        check(b"\"1\"\r\r\"2\"\r\n\"3\"", &[(1, &[b"1"]), (3, &[b"2"]), (4, &[b"3"])]);
+    }
+
+    #[test]
     fn tax_regime_header_is_separate() {
         let mut r = Records::tax_regime(&b"ano,cnpj\r\n2023,00.000.000/0001-91\r\n"[..]);
         assert_eq!(r.headers().unwrap(), vec!["ano", "cnpj"]);
         assert!(r.advance().unwrap());
         assert_eq!(r.record().iter().collect::<Vec<_>>(), vec![&b"2023"[..], b"00.000.000/0001-91"]);
         assert_eq!(r.line(), 2);
+        assert_eq!(r.count(), 1);
         assert!(!r.advance().unwrap());
+        // Without asking for the header first, it is still not a record.
+        let mut r = Records::tax_regime(&b"ano,cnpj\n2023,x\n"[..]);
+        assert!(r.advance().unwrap());
+        assert_eq!((r.line(), r.record().field(0)), (2, &b"2023"[..]));
+    }
+
+    /// A reader that yields `n` bytes of `byte` without holding them.
+    struct Repeat {
+        byte: u8,
+        left: u64,
+    }
+
+    impl Read for Repeat {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = (buf.len() as u64).min(self.left) as usize;
+            buf[..n].fill(self.byte);
+            self.left -= n as u64;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn huge_record_over_the_cap_is_flagged_not_kept() {
+        // 64 MiB in one field without a newline, then a normal record.
+        let huge = Repeat { byte: b'x', left: 64 << 20 };
+        let rest = &b"\n\"2\";\"B\"\n"[..];
+        let mut r = Records::rfb(Read::chain(&b"\"1\";\""[..], huge).chain(&b"\""[..]).chain(rest));
+        assert!(r.advance().unwrap());
+        let rec = r.record();
+        assert_eq!(rec.over_cap(), Some(((64 << 20) + 1, DEFAULT_MAX_RECORD_BYTES as u64)));
+        assert!(rec.iter().map(<[u8]>::len).sum::<usize>() <= DEFAULT_MAX_RECORD_BYTES);
+        assert_eq!(rec.field(0), b"1");
+        assert!(r.bytes.len() <= DEFAULT_MAX_RECORD_BYTES, "kept {} bytes", r.bytes.len());
+        assert!(r.advance().unwrap());
+        assert_eq!((r.line(), r.record().over_cap(), r.record().field(1)), (2, None, &b"B"[..]));
+        assert!(!r.advance().unwrap());
+    }
+
+    #[test]
+    fn huge_record_of_empty_fields_is_flagged() {
+        let mut r = Records::rfb(Repeat { byte: b';', left: 8 << 20 }).max_record_bytes(4096);
+        assert!(r.advance().unwrap());
+        assert!(r.record().over_cap().is_some());
+        assert!(r.ends.len() <= 4096, "{}", r.ends.len());
+        assert!(!r.advance().unwrap());
+    }
+
+    #[test]
+    fn a_member_of_only_newlines_is_no_record_and_costs_no_memory() {
+        let mut r = Records::rfb(Repeat { byte: b'\n', left: 256 << 20 });
+        assert!(!r.advance().unwrap());
+        assert_eq!(r.current_line(), (256 << 20) + 1);
+        assert_eq!(r.bytes(), 256 << 20);
+    }
+
+    #[test]
+    fn a_stream_error_on_the_first_read_is_on_line_1() {
+        struct Broken;
+        impl Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("corrupt deflate stream"))
+            }
+        }
+        let mut r = Records::rfb(Broken);
+        assert!(r.advance().is_err());
+        assert_eq!(r.current_line(), 1);
+    }
+
+    #[test]
+    fn text_stats_tell_utf8_from_latin1() {
+        let stats = |input: &[u8]| {
+            let mut r = Records::rfb(input);
+            while r.advance().unwrap() {}
+            r.text_stats()
+        };
+        let latin1 = stats("\"PRA\u{c7}A DA S\u{c9}\";\"1\u{aa} RUA\"\n".chars().map(|c| c as u8).collect::<Vec<_>>().as_slice());
+        assert_eq!((latin1.utf8_sequences, latin1.other_high_bytes), (0, 3));
+        assert!(!latin1.looks_like_utf8());
+        let utf8 = stats("\"PRAÇA DA SÉ\";\"1ª RUA\"\n".as_bytes());
+        assert_eq!((utf8.utf8_sequences, utf8.other_high_bytes), (3, 0));
+        assert!(utf8.looks_like_utf8());
+        assert!(!stats(b"\"ASCII ONLY\"\n").looks_like_utf8());
     }
 
     proptest! {

@@ -6,5 +6,5 @@
 mod csv_records;
 mod zip_members;
 
-pub use csv_records::{Record, Records};
-pub use zip_members::{Member, ParseError, list_members, read_member};
+pub use csv_records::{DEFAULT_MAX_RECORD_BYTES, Record, Records, TextStats};
+pub use zip_members::{BOMB_MIN_BYTES, BOMB_RATIO, Member, ParseError, list_members, read_member};
