@@ -4,8 +4,11 @@
 //! parse → normalize → Arrow batches on a rayon pool, into one writer thread that appends them to
 //! the loader. Memory is bounded by the batch size and the channel depth, never by the input.
 
+mod checks;
 mod pipeline;
 mod report;
 
+pub use checks::{CapitalNotLoaded, CheckError, MAX_REJECT_PERCENT, MIN_REJECTS, writable_file};
+pub use cnpj_parse::DEFAULT_MAX_RECORD_BYTES;
 pub use pipeline::{BuildError, BuildOptions, NoObserver, Observer, build};
 pub use report::{BuildReport, FileReport};

@@ -16,6 +16,7 @@ use cnpj_normalize::{LabelSet, Normalizer, Reject, TaxRegimeColumns, municipio, 
 use cnpj_parse::{Member, ParseError, Record, Records, list_members, read_member};
 use rayon::prelude::*;
 
+use crate::checks::{CapitalTally, CheckError, Checks, Notes};
 use crate::report::{BuildReport, FileReport, TableRows, Timings, UntranslatedCode, source_month, utc_now};
 
 #[derive(Clone, Debug)]
@@ -29,6 +30,14 @@ pub struct BuildOptions {
     /// Bytes of encoded rows a member buffers before it sorts them and writes a run to disk;
     /// members are read two at a time (one per core), so the build holds about twice this.
     pub sort_buffer: usize,
+    /// Bytes kept of one record; a longer record is a reject (see `cnpj_parse::Records`).
+    pub max_record_bytes: usize,
+    /// Build a month that fails the completeness checks (`checks`), with warnings.
+    pub accept_incomplete: bool,
+    /// Leave out main-table members whose date stamp is not the delivery's, with a warning.
+    pub ignore_stale: bool,
+    /// Where to write the build report (JSON), before the dataset is renamed into place.
+    pub report: Option<PathBuf>,
 }
 
 impl BuildOptions {
@@ -39,6 +48,10 @@ impl BuildOptions {
             memory_limit: "2GB".into(),
             batch_rows: 32_768,
             sort_buffer: 256 << 20,
+            max_record_bytes: cnpj_parse::DEFAULT_MAX_RECORD_BYTES,
+            accept_incomplete: false,
+            ignore_stale: false,
+            report: None,
         }
     }
 }
@@ -51,7 +64,7 @@ pub enum BuildError {
     Missing { path: PathBuf, missing: String },
     #[error(transparent)]
     Parse(#[from] ParseError),
-    #[error("{zip} ({member}) is damaged near line {line}: {source}")]
+    #[error("{zip} ({member}) is damaged near line {line}")]
     Damaged { zip: String, member: String, line: u64, source: std::io::Error },
     #[error("{zip} ({member}): {reason}")]
     Header { zip: String, member: String, reason: String },
@@ -61,6 +74,12 @@ pub enum BuildError {
     Index(#[from] cnpj_index::IndexError),
     #[error("the loader stopped before the end of the input")]
     LoaderGone,
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    #[error("{path}: {reason}")]
+    Output { path: PathBuf, reason: String },
+    #[error("writing the build report {path}")]
+    Report { path: PathBuf, source: std::io::Error },
 }
 
 /// Hooks for progress display; every method has a no-op default.
@@ -116,7 +135,7 @@ fn discover(input: &Path) -> Result<(Vec<Member>, Vec<String>), BuildError> {
     for zip in zips {
         match list_members(&zip) {
             Ok(found) => members.extend(found),
-            Err(ParseError::Unrecognised { path }) => {
+            Err(ParseError::Unrecognised { path } | ParseError::Empty { path }) => {
                 tracing::warn!(zip = %path.display(), "no member of a known kind: skipped");
                 ignored.push(path.display().to_string());
             }
@@ -147,26 +166,43 @@ fn verbatim(rec: Record<'_>) -> String {
 }
 
 fn reject_row(id: i32, line: u64, reject: &Reject, rec: Record<'_>) -> RejectRow {
-    RejectRow { source_file: id, line: line as i64, reason: reject.to_string(), record: verbatim(rec) }
+    let mut record = verbatim(rec);
+    if cnpj_model::rows::Fields::over_cap(&rec).is_some() {
+        // Only the beginning of a record over the cap is kept: rejects are batched in memory.
+        if let Some((at, _)) = record.char_indices().nth(1024) {
+            record.truncate(at);
+            record.push('…');
+        }
+    }
+    RejectRow { source_file: id, line: line as i64, reason: reject.to_string(), record }
+}
+
+/// What reading a member needs besides the member: progress hooks, the record cap, and where to
+/// note what the checks and the report want to know.
+struct Reading<'a> {
+    observer: &'a dyn Observer,
+    notes: &'a Notes,
+    max_record_bytes: usize,
 }
 
 /// Reads one member record by record, handing each (with its line and 1-based index, and the
 /// tax-regime columns when the file has a header) to `each`. Stream errors become [`BuildError::Damaged`].
 fn stream(
     member: &Member,
-    observer: &dyn Observer,
+    reading: &Reading<'_>,
     id: i32,
     mut each: impl FnMut(Record<'_>, u64, u64, Option<TaxRegimeColumns>) -> Result<(), BuildError>,
 ) -> Result<u64, BuildError> {
-    let zip = zip_name(member);
+    let (zip, observer) = (zip_name(member), reading.observer);
     observer.file_started(id, &format!("{zip} ({})", member.name), member.size);
     let count = read_member(member, |reader| -> Result<u64, BuildError> {
         let tax = member.kind == FileKind::TaxRegime;
-        let mut records = if tax { Records::tax_regime(reader) } else { Records::rfb(reader) };
+        let records = if tax { Records::tax_regime(reader) } else { Records::rfb(reader) };
+        let mut records = records.max_record_bytes(reading.max_record_bytes);
         let damaged =
             |line: u64, source| BuildError::Damaged { zip: zip.clone(), member: member.name.clone(), line, source };
         let cols = if tax {
-            let header = records.headers().map_err(|e| damaged(1, e))?;
+            let header = records.headers().map_err(|e| damaged(records.current_line(), e))?;
             Some(TaxRegimeColumns::from_header(&header).map_err(|reason| BuildError::Header {
                 zip: zip.clone(),
                 member: member.name.clone(),
@@ -179,7 +215,7 @@ fn stream(
             match records.advance() {
                 Ok(true) => {}
                 Ok(false) => break,
-                Err(e) => return Err(damaged(records.line(), e)),
+                Err(e) => return Err(damaged(records.current_line(), e)),
             }
             let (line, n) = (records.line(), records.count());
             each(records.record(), line, n, cols)?;
@@ -188,6 +224,7 @@ fn stream(
             }
         }
         observer.file_progress(id, records.bytes(), records.count());
+        reading.notes.text(id, records.text_stats());
         Ok(records.count())
     })??;
     observer.file_finished(id, count);
@@ -265,15 +302,21 @@ fn load_member(
     spill: &Spill,
     batch_rows: usize,
     tx: &SyncSender<Batch>,
-    observer: &dyn Observer,
+    reading: &Reading<'_>,
 ) -> Result<(u64, u64, Runs), BuildError> {
     let mut normalizer = Normalizer::default();
     let mut sink = sink_for(member.kind, spill);
     let mut rejects = RejectBatch::default();
     let mut rejected = 0;
-    let read = stream(member, observer, id, |rec, line, index, cols| {
+    let mut capital = CapitalTally::default();
+    let read = stream(member, reading, id, |rec, line, index, cols| {
         match sink.normalize(&mut normalizer, rec, cols) {
-            Ok(()) => sink.keep(provenance(id, index, rec))?,
+            Ok(()) => {
+                if let Some((issue, value)) = normalizer.take_capital_issue() {
+                    capital.note(line, issue, value);
+                }
+                sink.keep(provenance(id, index, rec))?
+            }
             Err(reject) => {
                 rejected += 1;
                 rejects.push(&reject_row(id, line, &reject, rec));
@@ -285,6 +328,7 @@ fn load_member(
         Ok(())
     })?;
     send(tx, rejects.take())?;
+    reading.notes.capital(id, capital.examples, &capital.rows);
     Ok((read, rejected, sink.finish()?))
 }
 
@@ -300,13 +344,13 @@ fn read_lookup(
     id: i32,
     seen: &mut HashMap<FileKind, HashMap<String, String>>,
     rejects: &mut RejectBatch,
-    observer: &dyn Observer,
+    reading: &Reading<'_>,
 ) -> Result<Lookup, BuildError> {
     let mut normalizer = Normalizer::default();
     let codes = seen.entry(member.kind).or_default();
     let (mut rows, mut counts, mut rejected) = (Vec::new(), FileCounts::default(), 0);
     let mut row = LookupRow::default();
-    let read = stream(member, observer, id, |rec, line, _, _| {
+    let read = stream(member, reading, id, |rec, line, _, _| {
         match normalizer.lookup(member.kind, &rec, &mut row) {
             Ok(()) => match codes.get(&row.code) {
                 Some(label) => {
@@ -346,17 +390,25 @@ fn source_file(member: &Member, id: i32, read: u64, rejected: u64, lookup_counts
 pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
     let mut timings = Timings::default();
+    crate::checks::outputs(opts)?;
     observer.stage("reading the zips' directories");
-    let (members, ignored_files) = discover(&opts.input)?;
+    let mut checks = Checks::new(&opts.input, opts.accept_incomplete, opts.ignore_stale);
+    checks.folder();
+    let (mut members, ignored_files) = discover(&opts.input)?;
+    checks.members(&mut members);
     let ids: Vec<i32> = (1..=members.len() as i32).collect();
+    let notes = Notes::default();
+    let reading = Reading { observer, notes: &notes, max_record_bytes: opts.max_record_bytes };
 
     observer.stage("reading the lookup tables");
     let mut seen = HashMap::new();
     let mut lookup_rejects = RejectBatch::default();
     let mut lookups = Vec::new();
     for (member, &id) in members.iter().zip(&ids).filter(|(m, _)| m.kind.is_lookup()) {
-        lookups.push(read_lookup(member, id, &mut seen, &mut lookup_rejects, observer)?);
+        lookups.push(read_lookup(member, id, &mut seen, &mut lookup_rejects, &reading)?);
     }
+    checks.files(&lookups.iter().map(|l| l.file.clone()).collect::<Vec<_>>(), &notes);
+    checks.verdict()?;
     let mut municipio_batch = MunicipioBatch::default();
     let mut tables: Vec<(FileKind, Vec<LookupRow>)> = Vec::new();
     for lookup in &lookups {
@@ -402,7 +454,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
             let results: Vec<Result<(SourceFile, Runs), BuildError>> = members
                 .par_iter()
                 .map_with(tx, |tx, &(member, id)| {
-                    let (read, rejected, runs) = load_member(member, id, &spill, opts.batch_rows, tx, observer)?;
+                    let (read, rejected, runs) = load_member(member, id, &spill, opts.batch_rows, tx, &reading)?;
                     Ok((source_file(member, id, read, rejected, None), runs))
                 })
                 .collect();
@@ -447,6 +499,8 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     written?;
     let mut files = read_first?;
     files.extend(read_others?);
+    checks.files(&files, &notes);
+    checks.verdict()?;
     files.extend(lookups.into_iter().map(|l| l.file));
     files.sort_by_key(|f| f.id);
     timings.load = load_started.elapsed().as_secs_f64();
@@ -490,6 +544,8 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         estabelecimentos_sem_empresa: summary.estabelecimentos_sem_empresa,
         unknown_codes: summary.unknown_codes,
         untranslated: labels.untranslated.iter().map(UntranslatedCode::from).collect(),
+        capital_not_loaded: notes.capital_report(&summary.files.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>()),
+        warnings: checks.warnings(),
         seconds: timings,
     };
     report.seconds.total = started.elapsed().as_secs_f64();
@@ -500,6 +556,10 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     let serving_started = Instant::now();
     serving_writer.finish(&build_id)?;
     tracing::debug!(seconds = serving_started.elapsed().as_secs_f64(), "serving files finished");
+    // The report is written before the dataset takes its place: no failure after that.
+    if let Some(path) = &opts.report {
+        crate::checks::write_report(path, &report)?;
+    }
     loader.commit(&[
         ("format_version", "1".to_owned()),
         ("source_month", report.source_month.clone().unwrap_or_default()),

@@ -25,6 +25,11 @@ pub struct BuildReport {
     pub estabelecimentos_sem_empresa: u64,
     pub unknown_codes: Vec<UnknownCode>,
     pub untranslated: Vec<UntranslatedCode>,
+    /// Capital values that could not be loaded exactly (too big, malformed): the rows are loaded
+    /// with a null capital, and counted here per file and reason, with a few examples.
+    pub capital_not_loaded: Vec<crate::checks::CapitalNotLoaded>,
+    /// Problems of the input that an option (`accept_incomplete`, `ignore_stale`) let through.
+    pub warnings: Vec<String>,
     pub seconds: Timings,
 }
 

@@ -5,7 +5,7 @@
 mod progress;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -49,6 +49,8 @@ enum Command {
         /// DuckDB's memory limit during the build.
         #[arg(long, default_value = "2GB")]
         memory_limit: String,
+        #[command(flatten)]
+        checks: CheckArgs,
     },
     /// Download a month of RFB zips (and optionally the tax-regime zips) into --dest: parallel,
     /// resumable, every zip verified; a manifest.json records what is complete.
@@ -72,6 +74,8 @@ enum Command {
         db: PathBuf,
         #[arg(long, default_value = "2GB")]
         memory_limit: String,
+        #[command(flatten)]
+        checks: CheckArgs,
         #[command(flatten)]
         source: SourceArgs,
     },
@@ -113,6 +117,39 @@ enum Command {
         /// The CNPJ, masked or not.
         cnpj: String,
     },
+}
+
+/// How strictly the build takes its input (see `cnpj_build::checks`).
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// Build a month that fails the completeness checks (an empty or missing part, a lookup table
+    /// without rows, more than 1 % rejects, UTF-8 text, a zip that is not a readable file), with
+    /// warnings in the log and the report.
+    #[arg(long)]
+    accept_incomplete: bool,
+    /// Leave out the main-table members whose date stamp (D60913) is not the delivery's, with a
+    /// warning, instead of refusing the month.
+    #[arg(long)]
+    ignore_stale: bool,
+    /// Bytes kept of one CSV record; a longer record is a reject (file, line, reason).
+    #[arg(long, default_value_t = cnpj_build::DEFAULT_MAX_RECORD_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    max_record_bytes: u64,
+}
+
+impl CheckArgs {
+    fn apply(&self, opts: BuildOptions) -> BuildOptions {
+        BuildOptions {
+            accept_incomplete: self.accept_incomplete,
+            ignore_stale: self.ignore_stale,
+            max_record_bytes: usize::try_from(self.max_record_bytes).unwrap_or(usize::MAX),
+            ..opts
+        }
+    }
+}
+
+/// Checks, before any work, that `path` can be written (its folder exists and takes files).
+fn writable(path: &Path, what: &str) -> anyhow::Result<()> {
+    cnpj_build::writable_file(path).map_err(|reason| anyhow::anyhow!("{what} {}: {reason}", path.display()))
 }
 
 /// A Postgres dataset: connection URL and schema.
@@ -215,7 +252,13 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Build { input, db, pg, pg_streams, report, memory_limit } => {
+        Command::Build { input, db, pg, pg_streams, report, memory_limit, checks } => {
+            if let Some(db) = &db {
+                writable(db, "--db")?;
+            }
+            if let Some(report) = &report {
+                writable(report, "--report")?;
+            }
             // With --postgres only, the DuckDB build goes to a temporary file, deleted afterwards.
             let scratch = match &db {
                 Some(_) => None,
@@ -224,15 +267,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
             };
             let db = db.unwrap_or_else(|| scratch.as_ref().expect("a scratch folder").path().join("dataset.duckdb"));
-            let opts = BuildOptions { memory_limit, ..BuildOptions::new(&input, &db) };
+            // The build writes the report before it renames the dataset into place.
+            let opts = checks.apply(BuildOptions { memory_limit, report, ..BuildOptions::new(&input, &db) });
             let observer = progress::Bars::new(cli.quiet);
             let result = cnpj_build::build(&opts, &observer);
             observer.clear();
             let built = result.with_context(|| format!("building {} from {}", db.display(), input.display()))?;
-            if let Some(path) = report {
-                let json = serde_json::to_string_pretty(&built)?;
-                std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
-            }
             if !cli.quiet {
                 eprint!("{}", summary_text(&built));
             }
@@ -256,19 +296,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print(&serde_json::to_string_pretty(&summary)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { month, work, db, memory_limit, source } => {
+        Command::Run { month, work, db, memory_limit, checks, source } => {
+            // Every output is checked before anything is downloaded.
+            std::fs::create_dir_all(&work).with_context(|| format!("--work {}: cannot create it", work.display()))?;
+            writable(&work.join("build-report.json"), "--work")?;
+            writable(&db, "--db")?;
             // Resolve `latest` first, so that a resumed run finds the month's folder again.
             let month = cnpj_download::resolve_month(&source.options(&month, work.clone()))?;
             let month_dir = work.join(&month);
             fetch(&source.options(&month, month_dir.clone()), cli.quiet)?;
-            let opts = BuildOptions { memory_limit, ..BuildOptions::new(&month_dir, &db) };
+            let report = Some(month_dir.join("build-report.json"));
+            let opts = checks.apply(BuildOptions { memory_limit, report, ..BuildOptions::new(&month_dir, &db) });
             let observer = progress::Bars::new(cli.quiet);
             let result = cnpj_build::build(&opts, &observer);
             observer.clear();
             let built = result.with_context(|| format!("building {} from {}", db.display(), month_dir.display()))?;
-            let report = month_dir.join("build-report.json");
-            std::fs::write(&report, serde_json::to_string_pretty(&built)? + "\n")
-                .with_context(|| format!("writing {}", report.display()))?;
             if !cli.quiet {
                 eprint!("{}", summary_text(&built));
             }

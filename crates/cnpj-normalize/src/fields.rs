@@ -46,7 +46,7 @@ fn days_from_civil(y: i32, m: i32, d: i32) -> i32 {
 
 /// Why a non-empty `capital_social` is not loaded (the row is, with a null capital, and the
 /// build report counts it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CapitalIssue {
     /// More than 16 digits before the comma: too big for the dataset's DECIMAL(18, 2).
     TooBig,
@@ -82,9 +82,8 @@ pub fn capital(text: &str) -> Result<Option<String>, CapitalIssue> {
         // Thousands groups: 1 to 3 digits, then groups of exactly 3.
         let mut groups = int.split('.');
         let head = groups.next().unwrap_or_default();
-        let well_formed = (1..=3).contains(&head.len())
-            && all_digits(head)
-            && groups.all(|g| g.len() == 3 && all_digits(g));
+        let well_formed =
+            (1..=3).contains(&head.len()) && all_digits(head) && groups.all(|g| g.len() == 3 && all_digits(g));
         if !well_formed {
             return Err(CapitalIssue::Malformed);
         }

@@ -11,7 +11,8 @@ mod tables;
 mod text;
 
 pub use fields::{
-    CapitalIssue, capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code, telefone,
+    CapitalIssue, capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code,
+    telefone,
 };
 pub use ibge::municipio;
 pub use labels::{FIXED_DOMAINS, LabelSet, Untranslated, fixed_domains, translations};

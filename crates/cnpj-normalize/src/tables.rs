@@ -6,20 +6,36 @@ use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, Fields, LookupRow, Regime
 use cnpj_model::{Cnpj, CnpjQuery, FileKind, InvalidCnpj, fold};
 
 use crate::fields::{
-    CapitalIssue, capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code, telefone,
+    CapitalIssue, capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code,
+    telefone,
 };
 use crate::text::{clean, mask_cpf_runs};
 
 /// Why a record is not loaded. The record itself is kept verbatim in the rejects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reject {
-    FieldCount { expected: usize, found: usize },
+    FieldCount {
+        expected: usize,
+        found: usize,
+    },
     /// Longer than the reader keeps (`--max-record-bytes`): `bytes` of content, over `cap`.
-    TooLong { bytes: u64, cap: u64 },
-    Cnpj { value: String, error: InvalidCnpj },
-    CnpjBasico { value: String },
-    Year { value: String },
-    Regime { value: String },
+    TooLong {
+        bytes: u64,
+        cap: u64,
+    },
+    Cnpj {
+        value: String,
+        error: InvalidCnpj,
+    },
+    CnpjBasico {
+        value: String,
+    },
+    Year {
+        value: String,
+    },
+    Regime {
+        value: String,
+    },
 }
 
 impl fmt::Display for Reject {

@@ -491,7 +491,9 @@ mod tests {
             while r.advance().unwrap() {}
             r.text_stats()
         };
-        let latin1 = stats("\"PRA\u{c7}A DA S\u{c9}\";\"1\u{aa} RUA\"\n".chars().map(|c| c as u8).collect::<Vec<_>>().as_slice());
+        let latin1 = stats(
+            "\"PRA\u{c7}A DA S\u{c9}\";\"1\u{aa} RUA\"\n".chars().map(|c| c as u8).collect::<Vec<_>>().as_slice(),
+        );
         assert_eq!((latin1.utf8_sequences, latin1.other_high_bytes), (0, 3));
         assert!(!latin1.looks_like_utf8());
         let utf8 = stats("\"PRAÇA DA SÉ\";\"1ª RUA\"\n".as_bytes());

@@ -1,0 +1,504 @@
+//! Whether the input is one whole month of one delivery: checked before the build trusts it.
+//!
+//! The folder (before anything is read): every `.zip` a readable regular file holding members; no
+//! two files of the same kind and part; no part missing inside a numbered series; every main-table
+//! member (Empresas, Estabelecimentos, Socios, Simples) of the same date stamp (`D60913` in
+//! `K3241.K03200Y0.D60913.EMPRECSV`). The content (once read): no lookup table empty, no file
+//! without rows, rejects within [`MAX_REJECT_PERCENT`], no text that reads as UTF-8 where
+//! Latin-1 is expected. Every problem is collected, then the build fails naming them all, unless
+//! `accept_incomplete` (or, for stale files, `ignore_stale`) turns them into warnings.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use cnpj_load::SourceFile;
+use cnpj_model::FileKind;
+use cnpj_normalize::CapitalIssue;
+use cnpj_parse::{Member, ParseError, TextStats};
+use serde::Serialize;
+
+/// A file fails when more than this share of its rows is rejected…
+pub const MAX_REJECT_PERCENT: u64 = 1;
+/// …and at least this many rows are (or all of them are): a planted reject in a ten-row
+/// sample file is 10 %, and says nothing about the delivery.
+pub const MIN_REJECTS: u64 = 10;
+
+/// Examples kept per file in the report's capital section.
+const CAPITAL_EXAMPLES: usize = 5;
+
+/// What the problems of a refused month are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// Incomplete or damaged input (`accept_incomplete` builds it anyway).
+    Incomplete,
+    /// A main-table member of another delivery (`ignore_stale` leaves it out).
+    Stale,
+    /// Two files of the same kind and part: which one is meant cannot be guessed.
+    DuplicatePart,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    pub text: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the input folder {path} is not one whole month of one delivery ({} problem{}):\n  - {}{}",
+    problems.len(),
+    if problems.len() == 1 { "" } else { "s" },
+    problems.join("\n  - "),
+    hint
+)]
+pub struct CheckError {
+    pub path: PathBuf,
+    pub problems: Vec<String>,
+    hint: String,
+}
+
+/// What the reading of each member noted for the checks and the report: its text's encoding
+/// evidence and the capitals that could not be loaded. Shared by the reading threads.
+#[derive(Debug, Default)]
+pub struct Notes {
+    members: Mutex<HashMap<i32, MemberNotes>>,
+}
+
+#[derive(Debug, Default)]
+struct MemberNotes {
+    text: TextStats,
+    capital: BTreeMap<&'static str, (u64, Vec<CapitalExample>)>,
+}
+
+impl Notes {
+    pub fn text(&self, id: i32, stats: TextStats) {
+        self.members.lock().expect("notes lock").entry(id).or_default().text = stats;
+    }
+
+    pub fn capital(&self, id: i32, issues: Vec<(u64, CapitalIssue, String)>, total: &HashMap<CapitalIssue, u64>) {
+        if total.is_empty() {
+            return;
+        }
+        let mut members = self.members.lock().expect("notes lock");
+        let notes = members.entry(id).or_default();
+        for (issue, rows) in total {
+            notes.capital.entry(issue.reason()).or_default().0 += rows;
+        }
+        for (line, issue, value) in issues {
+            let (_, examples) = notes.capital.entry(issue.reason()).or_default();
+            if examples.len() < CAPITAL_EXAMPLES {
+                examples.push(CapitalExample { line, value });
+            }
+        }
+    }
+
+    /// The report's section: capitals not loaded (the rows are, with a null capital), per file
+    /// and reason.
+    pub fn capital_report(&self, files: &[SourceFile]) -> Vec<CapitalNotLoaded> {
+        let members = self.members.lock().expect("notes lock");
+        let mut out = Vec::new();
+        for file in files {
+            let Some(notes) = members.get(&file.id) else { continue };
+            for (reason, (rows, examples)) in &notes.capital {
+                out.push(CapitalNotLoaded {
+                    zip: file.zip.clone(),
+                    member: file.member.clone(),
+                    reason,
+                    rows: *rows,
+                    examples: examples.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Collects the capital issues of one member while it is read: every one counted, the first few
+/// kept as examples.
+#[derive(Debug, Default)]
+pub struct CapitalTally {
+    pub examples: Vec<(u64, CapitalIssue, String)>,
+    pub rows: HashMap<CapitalIssue, u64>,
+}
+
+impl CapitalTally {
+    pub fn note(&mut self, line: u64, issue: CapitalIssue, value: String) {
+        *self.rows.entry(issue).or_default() += 1;
+        if self.examples.len() < CAPITAL_EXAMPLES * 2 {
+            self.examples.push((line, issue, value));
+        }
+    }
+}
+
+/// Capital values of one file and reason that were not loaded.
+#[derive(Clone, Debug, Serialize)]
+pub struct CapitalNotLoaded {
+    pub zip: String,
+    pub member: String,
+    pub reason: &'static str,
+    pub rows: u64,
+    pub examples: Vec<CapitalExample>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CapitalExample {
+    pub line: u64,
+    pub value: String,
+}
+
+/// The checks of one build: problems found so far, and what the options let through.
+#[derive(Debug)]
+pub struct Checks {
+    input: PathBuf,
+    accept_incomplete: bool,
+    ignore_stale: bool,
+    problems: Vec<Problem>,
+    warnings: Vec<String>,
+}
+
+fn zip_name(m: &Member) -> String {
+    m.zip.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn described(m: &Member) -> String {
+    format!("{} ({})", zip_name(m), m.name)
+}
+
+/// The date stamp of a member name: `D60913` in `K3241.K03200Y0.D60913.EMPRECSV` or
+/// `F.K03200$W.SIMPLES.CSV.D60913`.
+pub fn date_stamp(member: &str) -> Option<&str> {
+    member.split('.').find(|part| {
+        let b = part.as_bytes();
+        b.len() == 6
+            && b[0] == b'D'
+            && b[1..].iter().all(u8::is_ascii_digit)
+            && part[2..4].parse::<u8>().is_ok_and(|m| (1..=12).contains(&m))
+    })
+}
+
+/// The part number of a member: the RFB's own (`Y3` in `K3241.K03200Y3.D60314.ESTABELE`), else
+/// the digits that end the zip's name (`Estabelecimentos3.zip`); `None` for single files.
+pub fn part_number(m: &Member) -> Option<u64> {
+    let marker = m.name.split('.').find_map(|part| {
+        let (head, digits) = part.rsplit_once('Y')?;
+        (head.starts_with('K') && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse().ok())
+            .flatten()
+    });
+    marker.or_else(|| {
+        let zip = zip_name(m);
+        let stem = zip.strip_suffix(".zip").or_else(|| zip.strip_suffix(".ZIP")).unwrap_or(&zip);
+        let digits = &stem[stem.trim_end_matches(|c: char| c.is_ascii_digit()).len()..];
+        digits.parse().ok()
+    })
+}
+
+fn is_main(kind: FileKind) -> bool {
+    matches!(kind, FileKind::Empresas | FileKind::Estabelecimentos | FileKind::Socios | FileKind::Simples)
+}
+
+fn ranges(parts: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < parts.len() {
+        let mut j = i;
+        while j + 1 < parts.len() && parts[j + 1] == parts[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { parts[i].to_string() } else { format!("{}–{}", parts[i], parts[j]) });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+impl Checks {
+    pub fn new(input: &Path, accept_incomplete: bool, ignore_stale: bool) -> Checks {
+        Checks { input: input.to_owned(), accept_incomplete, ignore_stale, problems: Vec::new(), warnings: Vec::new() }
+    }
+
+    fn problem(&mut self, kind: ProblemKind, text: String) {
+        self.problems.push(Problem { kind, text });
+    }
+
+    /// Every `.zip` entry of the folder is a readable regular file with members. A folder that
+    /// cannot be listed is left to the build's own error.
+    pub fn folder(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.input) else { return };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip")) {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let problem = match std::fs::metadata(&path) {
+                Err(e) if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) => {
+                    Some(format!("{name} is a dangling symbolic link ({e})"))
+                }
+                Err(e) => Some(format!("{name} cannot be read ({e})")),
+                Ok(m) if m.is_dir() => Some(format!("{name} is a directory, not a zip file")),
+                Ok(m) if !m.is_file() => Some(format!("{name} is not a regular file")),
+                Ok(_) => match std::fs::File::open(&path) {
+                    Err(e) => Some(format!("{name} cannot be read ({e})")),
+                    Ok(_) => match cnpj_parse::list_members(&path) {
+                        Err(ParseError::Empty { .. }) => Some(format!("{name} is a zip without any member")),
+                        _ => None,
+                    },
+                },
+            };
+            found.extend(problem);
+        }
+        found.sort();
+        for text in found {
+            self.problem(ProblemKind::Incomplete, text);
+        }
+    }
+
+    /// The members: one delivery (main-table date stamps agree: stale members are problems, or
+    /// left out with `ignore_stale`), no two of the same kind and part, no gap in a numbered series.
+    pub fn members(&mut self, members: &mut Vec<Member>) {
+        // The delivery's stamp: the most common among main-table members, the newest on a tie.
+        let mut stamps: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in members.iter().filter(|m| is_main(m.kind)) {
+            if let Some(stamp) = date_stamp(&m.name) {
+                *stamps.entry(stamp).or_default() += 1;
+            }
+        }
+        let month = stamps.iter().max_by_key(|&(stamp, n)| (*n, *stamp)).map(|(stamp, _)| (*stamp).to_owned());
+        if let Some(month) = month {
+            let mut kept = Vec::with_capacity(members.len());
+            for m in members.drain(..) {
+                match date_stamp(&m.name).filter(|s| is_main(m.kind) && *s != month) {
+                    Some(stamp) if self.ignore_stale => {
+                        let text =
+                            format!("{} left out: its date stamp {stamp} is not the delivery's {month}", described(&m));
+                        tracing::warn!("{text}");
+                        self.warnings.push(text);
+                    }
+                    Some(stamp) => {
+                        let text = format!(
+                            "{}: date stamp {stamp} differs from the other main tables' {month} (a file of another \
+                             delivery? remove it, or --ignore-stale leaves it out)",
+                            described(&m)
+                        );
+                        self.problem(ProblemKind::Stale, text);
+                        kept.push(m);
+                    }
+                    None => kept.push(m),
+                }
+            }
+            *members = kept;
+        }
+
+        let mut by_part: BTreeMap<(FileKind, Option<u64>), Vec<&Member>> = BTreeMap::new();
+        for m in members.iter().filter(|m| m.kind != FileKind::TaxRegime) {
+            by_part.entry((m.kind, part_number(m))).or_default().push(m);
+        }
+        let mut series: BTreeMap<FileKind, BTreeSet<u64>> = BTreeMap::new();
+        for ((kind, part), same) in &by_part {
+            if same.len() > 1 {
+                let files: Vec<String> = same.iter().map(|m| described(m)).collect();
+                let which = part.map_or_else(String::new, |p| format!(" part {p}"));
+                let text = format!("{}{which} is given twice: {}", kind.name(), files.join(" and "));
+                self.problem(ProblemKind::DuplicatePart, text);
+            }
+            if let (Some(p), FileKind::Empresas | FileKind::Estabelecimentos | FileKind::Socios) = (part, kind) {
+                series.entry(*kind).or_default().insert(*p);
+            }
+        }
+        for (kind, parts) in series {
+            let (Some(&low), Some(&high)) = (parts.first(), parts.last()) else { continue };
+            let missing: Vec<u64> = (low..=high).filter(|p| !parts.contains(p)).collect();
+            if !missing.is_empty() {
+                let present: Vec<u64> = parts.into_iter().collect();
+                let text = format!(
+                    "{}: part{} {} missing (parts {} present)",
+                    kind.name(),
+                    if missing.len() == 1 { "" } else { "s" },
+                    ranges(&missing),
+                    ranges(&present)
+                );
+                self.problem(ProblemKind::Incomplete, text);
+            }
+        }
+    }
+
+    /// The files read: rows, rejects, encoding; and, for lookup files, that each lookup table
+    /// has rows.
+    pub fn files(&mut self, files: &[SourceFile], notes: &Notes) {
+        let members = notes.members.lock().expect("notes lock");
+        let mut lookup_rows: BTreeMap<FileKind, u64> = BTreeMap::new();
+        for f in files {
+            let name = format!("{} ({})", f.zip, f.member);
+            if f.kind.is_lookup() {
+                *lookup_rows.entry(f.kind).or_default() += f.lookup_counts.map_or(0, |c| c.rows_loaded);
+            }
+            if f.rows_read == 0 {
+                self.problem(ProblemKind::Incomplete, format!("{name} has no rows"));
+            } else if f.rows_rejected * 100 > f.rows_read * MAX_REJECT_PERCENT
+                && (f.rows_rejected >= MIN_REJECTS || f.rows_rejected == f.rows_read)
+            {
+                let text = format!(
+                    "{name}: {} of {} rows rejected ({:.1} %, more than {MAX_REJECT_PERCENT} %; see the rejects table)",
+                    f.rows_rejected,
+                    f.rows_read,
+                    f.rows_rejected as f64 * 100.0 / f.rows_read as f64
+                );
+                self.problem(ProblemKind::Incomplete, text);
+            }
+            if let Some(notes) = members.get(&f.id).filter(|n| n.text.looks_like_utf8()) {
+                let text = format!(
+                    "{name} reads as UTF-8 ({} multi-byte sequences), not Latin-1: its accents would be served as \
+                     mojibake",
+                    notes.text.utf8_sequences
+                );
+                self.problem(ProblemKind::Incomplete, text);
+            }
+        }
+        for (kind, rows) in lookup_rows {
+            if rows == 0 {
+                self.problem(ProblemKind::Incomplete, format!("the lookup table {} is empty", kind.name()));
+            }
+        }
+    }
+
+    /// Fails with every problem found so far, unless the options accept them all (then they are
+    /// warnings, logged and kept for the report).
+    pub fn verdict(&mut self) -> Result<(), CheckError> {
+        let accepted = |p: &Problem| p.kind == ProblemKind::Incomplete && self.accept_incomplete;
+        if self.problems.iter().all(accepted) {
+            for p in self.problems.drain(..) {
+                tracing::warn!("accepted by --accept-incomplete: {}", p.text);
+                self.warnings.push(p.text);
+            }
+            return Ok(());
+        }
+        let mut hints = Vec::new();
+        if !self.accept_incomplete && self.problems.iter().any(|p| p.kind == ProblemKind::Incomplete) {
+            hints.push("--accept-incomplete builds an incomplete month anyway, with warnings");
+        }
+        if self.problems.iter().any(|p| p.kind == ProblemKind::Stale) {
+            hints.push("--ignore-stale leaves out the members of another delivery");
+        }
+        let hint = hints.iter().map(|h| format!("\n({h})")).collect();
+        Err(CheckError {
+            path: self.input.clone(),
+            problems: self.problems.iter().map(|p| p.text.clone()).collect(),
+            hint,
+        })
+    }
+
+    /// What the options let through, for the report.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+}
+
+/// The folder a file will be written in: its parent, or the working folder.
+fn folder_of(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Whether `path` (a file to write) has a folder that exists and takes new files, and is not
+/// itself a folder; checked before any work, so that no output fails after the dataset is replaced.
+pub fn writable_file(path: &Path) -> Result<(), String> {
+    if path.is_dir() {
+        return Err("is a folder, not a file".into());
+    }
+    let folder = folder_of(path);
+    if !folder.is_dir() {
+        return Err(format!("its folder {} does not exist", folder.display()));
+    }
+    tempfile::Builder::new()
+        .prefix(".cnpj-write-check-")
+        .tempfile_in(folder)
+        .map(drop)
+        .map_err(|e| format!("its folder {} does not take new files ({e})", folder.display()))
+}
+
+/// Every output of the build (the dataset, the report) can be written: checked first.
+pub fn outputs(opts: &crate::BuildOptions) -> Result<(), crate::BuildError> {
+    for path in std::iter::once(&opts.db).chain(&opts.report) {
+        writable_file(path).map_err(|reason| crate::BuildError::Output { path: path.clone(), reason })?;
+    }
+    Ok(())
+}
+
+/// Writes the report (pretty JSON) beside its final name, then renames it there.
+pub fn write_report(path: &Path, report: &crate::BuildReport) -> Result<(), crate::BuildError> {
+    let failed = |source| crate::BuildError::Report { path: path.to_owned(), source };
+    let json = serde_json::to_string_pretty(report).expect("the report serializes") + "\n";
+    let mut tmp = tempfile::Builder::new().prefix(".report-").tempfile_in(folder_of(path)).map_err(failed)?;
+    std::io::Write::write_all(&mut tmp, json.as_bytes()).map_err(failed)?;
+    tmp.persist(path).map_err(|e| failed(e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(zip: &str, name: &str, kind: FileKind) -> Member {
+        Member { zip: PathBuf::from("/m").join(zip), name: name.into(), index: 0, kind, size: 10, compressed_size: 5 }
+    }
+
+    #[test]
+    fn stamps_and_parts_from_member_names() {
+        assert_eq!(date_stamp("K3241.K03200Y0.D60813.EMPRECSV"), Some("D60813"));
+        assert_eq!(date_stamp("F.K03200$W.SIMPLES.CSV.D60913"), Some("D60913"));
+        assert_eq!(date_stamp("Lucro Presumido/2018.csv"), None);
+        assert_eq!(
+            part_number(&member("Estabelecimentos3.zip", "K3241.K03200Y3.D60314.ESTABELE", FileKind::Estabelecimentos)),
+            Some(3)
+        );
+        assert_eq!(part_number(&member("Estabelecimentos10.zip", "x.ESTABELE", FileKind::Estabelecimentos)), Some(10));
+        assert_eq!(part_number(&member("Simples.zip", "F.K03200$W.SIMPLES.CSV.D60913", FileKind::Simples)), None);
+        assert_eq!(ranges(&[0, 1, 2, 4, 6, 7]), "0–2, 4, 6–7");
+    }
+
+    #[test]
+    fn a_gap_in_a_numbered_series_is_named() {
+        let mut members: Vec<Member> = [0, 1, 2, 3, 5, 6, 7, 8, 9]
+            .iter()
+            .map(|p| {
+                member(
+                    &format!("Estabelecimentos{p}.zip"),
+                    &format!("K3241.K03200Y{p}.D60913.ESTABELE"),
+                    FileKind::Estabelecimentos,
+                )
+            })
+            .collect();
+        let mut checks = Checks::new(Path::new("/m"), false, false);
+        checks.members(&mut members);
+        let err = checks.verdict().unwrap_err().to_string();
+        assert!(err.contains("estabelecimentos: part 4 missing (parts 0–3, 5–9 present)"), "{err}");
+    }
+
+    #[test]
+    fn stale_member_is_refused_or_left_out() {
+        let fresh = || {
+            vec![
+                member("Empresas0 (old).zip", "K3241.K03200Y0.D60813.EMPRECSV", FileKind::Empresas),
+                member("Empresas0.zip", "K3241.K03200Y0.D60913.EMPRECSV", FileKind::Empresas),
+                member("Socios0.zip", "K3241.K03200Y0.D60913.SOCIOCSV", FileKind::Socios),
+                member("Cnaes.zip", "F.K03200$Z.D60713.CNAECSV", FileKind::Cnaes),
+                member("Paises.zip", "PAISES", FileKind::Paises),
+            ]
+        };
+        let mut members = fresh();
+        let mut checks = Checks::new(Path::new("/m"), true, false);
+        checks.members(&mut members);
+        let err = checks.verdict().unwrap_err().to_string();
+        assert!(err.contains("Empresas0 (old).zip (K3241.K03200Y0.D60813.EMPRECSV): date stamp D60813"), "{err}");
+        assert!(err.contains("empresas part 0 is given twice"), "{err}");
+        assert!(!err.contains("Cnaes"), "lookups may carry an older stamp: {err}");
+
+        let mut members = fresh();
+        let mut checks = Checks::new(Path::new("/m"), false, true);
+        checks.members(&mut members);
+        checks.verdict().unwrap();
+        assert_eq!(members.len(), 4);
+        assert!(checks.warnings()[0].contains("Empresas0 (old).zip"), "{:?}", checks.warnings());
+    }
+}
