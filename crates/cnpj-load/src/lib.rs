@@ -8,6 +8,7 @@ mod batches;
 mod loader;
 pub mod postgres;
 mod runs;
+mod space;
 
 pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch};
 pub use loader::{FileCounts, LoadError, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};

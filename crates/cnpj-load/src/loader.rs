@@ -17,11 +17,19 @@ use cnpj_index::{Fed, Part, ServingWriter};
 const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
 const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
 
+// Causes are not repeated in the messages: they are the `source`, printed after the message by
+// the binaries (anyhow's `{:#}`). A full disk adds "no space left on device", the folder and its
+// free space (`space`).
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{context}: {source}")]
-    Db { context: String, source: duckdb::Error },
-    #[error("{path}: {source}")]
+    #[error("{context}{no_space}")]
+    Db {
+        context: String,
+        /// What a full disk adds to the context (the free space when it failed), else `""`.
+        no_space: String,
+        source: crate::space::DuckDbError,
+    },
+    #[error("{}{}", path.display(), crate::space::io_note(path, source))]
     Io { path: PathBuf, source: std::io::Error },
     #[error(
         "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
@@ -35,7 +43,10 @@ pub enum LoadError {
 
 fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
     let context = context.into();
-    move |source| LoadError::Db { context, source }
+    move |source| {
+        let source = crate::space::DuckDbError(source);
+        LoadError::Db { context, no_space: crate::space::db_note(&source), source }
+    }
 }
 
 /// One source file (a zip member) of the build, as the pipeline read it.
@@ -499,21 +510,39 @@ fn statements(script: &str) -> Vec<&str> {
 }
 
 /// Deletes the temporary files of earlier builds of the same target whose process is gone (a build
-/// killed before it could clean up), so that they do not pile up.
+/// killed before it could clean up), so that they do not pile up: `.NAME.building-PID` (the
+/// database, its WAL, spill and run folders) and any `NAME.<ext>.writing-PID` beside the target
+/// (the lookup file being written, `NAME.lookup.writing-PID`, and whatever else is written there
+/// the same way).
 fn remove_abandoned_builds(dir: &Path, name: &str) {
-    let prefix = format!(".{name}.building-");
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = file.strip_prefix(&prefix) else { continue };
-        let pid = rest.split('.').next().unwrap_or("");
-        let alive = pid.parse::<u32>().is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        if !alive && !pid.is_empty() {
-            tracing::info!(file, "removing an abandoned build");
+        let Some(pid) = abandoned_pid(&file, name) else { continue };
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if !alive {
+            tracing::info!(file, "removing an abandoned build's file");
             let path = entry.path();
             let _ = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
         }
     }
+}
+
+/// The process id in the name of a temporary file of a build of `name`, if it is one.
+fn abandoned_pid(file: &str, name: &str) -> Option<u32> {
+    let pid = if let Some(rest) = file.strip_prefix(&format!(".{name}.building-")) {
+        rest.split('.').next()?
+    } else {
+        let (head, pid) = file.strip_prefix(&format!("{name}."))?.rsplit_once(".writing-")?;
+        if head.is_empty() || head.contains('/') {
+            return None;
+        }
+        pid
+    };
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
 }
 
 impl Drop for Loader {
@@ -531,6 +560,22 @@ mod tests {
 
     fn check(script: &str, expected: &[&str]) {
         assert_eq!(statements(script), expected);
+    }
+
+    #[test]
+    fn temporary_files_of_a_build_are_told_by_name() {
+        let name = "registry.duckdb";
+        assert_eq!(abandoned_pid(".registry.duckdb.building-123", name), Some(123));
+        assert_eq!(abandoned_pid(".registry.duckdb.building-123.runs", name), Some(123));
+        assert_eq!(abandoned_pid(".registry.duckdb.building-123.wal", name), Some(123));
+        assert_eq!(abandoned_pid("registry.duckdb.lookup.writing-77", name), Some(77));
+        assert_eq!(abandoned_pid("registry.duckdb.report.writing-78", name), Some(78));
+        assert_eq!(abandoned_pid("registry.duckdb.lookup", name), None);
+        assert_eq!(abandoned_pid("registry.duckdb", name), None);
+        assert_eq!(abandoned_pid("registry.duckdb.lookup.writing-", name), None);
+        assert_eq!(abandoned_pid("registry.duckdb.lookup.writing-12x", name), None);
+        assert_eq!(abandoned_pid("other.duckdb.lookup.writing-77", name), None);
+        assert_eq!(abandoned_pid("registry.duckdb..writing-77", name), None);
     }
 
     #[test]
