@@ -36,6 +36,8 @@ pub enum ProblemKind {
     Stale,
     /// Two files of the same kind and part: which one is meant cannot be guessed.
     DuplicatePart,
+    /// A required table has no file at all: there is nothing to build it from.
+    Missing,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -258,6 +260,12 @@ impl Checks {
     /// The members: one delivery (main-table date stamps agree: stale members are problems, or
     /// left out with `ignore_stale`), no two of the same kind and part, no gap in a numbered series.
     pub fn members(&mut self, members: &mut Vec<Member>) {
+        let present: BTreeSet<FileKind> = members.iter().map(|m| m.kind).collect();
+        let missing: Vec<&str> =
+            FileKind::ALL.iter().filter(|k| k.required() && !present.contains(k)).map(|k| k.name()).collect();
+        if !missing.is_empty() {
+            self.problem(ProblemKind::Missing, format!("missing required tables: {}", missing.join(", ")));
+        }
         // The delivery's stamp: the most common among main-table members, the newest on a tie.
         let mut stamps: BTreeMap<&str, usize> = BTreeMap::new();
         for m in members.iter().filter(|m| is_main(m.kind)) {
@@ -497,7 +505,8 @@ mod tests {
         let mut members = fresh();
         let mut checks = Checks::new(Path::new("/m"), false, true);
         checks.members(&mut members);
-        checks.verdict().unwrap();
+        // Only the tables this partial month lacks are left as problems.
+        assert!(checks.problems.iter().all(|p| p.kind == ProblemKind::Missing), "{:?}", checks.problems);
         assert_eq!(members.len(), 4);
         assert!(checks.warnings()[0].contains("Empresas0 (old).zip"), "{:?}", checks.warnings());
     }

@@ -1,7 +1,7 @@
 //! The staged build: list and recognise the zips, read the lookups, stream the main members in
 //! parallel into the loader, transform, reconcile, commit.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::time::Instant;
@@ -60,8 +60,6 @@ impl BuildOptions {
 pub enum BuildError {
     #[error("cannot read the input folder {path}: {source}")]
     Input { path: PathBuf, source: std::io::Error },
-    #[error("the input folder {path} is missing required tables: {missing}")]
-    Missing { path: PathBuf, missing: String },
     #[error(transparent)]
     Parse(#[from] ParseError),
     #[error("{zip} ({member}) is damaged near line {line}")]
@@ -143,12 +141,7 @@ fn discover(input: &Path) -> Result<(Vec<Member>, Vec<String>), BuildError> {
         }
     }
     members.sort_by_cached_key(|m| (natural_key(&zip_name(m)), natural_key(&m.name)));
-    let present: HashSet<FileKind> = members.iter().map(|m| m.kind).collect();
-    let missing: Vec<&str> =
-        FileKind::ALL.iter().filter(|k| k.required() && !present.contains(k)).map(|k| k.name()).collect();
-    if !missing.is_empty() {
-        return Err(BuildError::Missing { path: input.to_owned(), missing: missing.join(", ") });
-    }
+    // A missing required table is one of the problems `checks` names.
     ignored.sort();
     Ok((members, ignored))
 }

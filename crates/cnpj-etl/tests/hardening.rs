@@ -1,0 +1,571 @@
+//! Hostile and incomplete input (issue 19): each case is a real month (the sample dump, altered in a
+//! temporary folder with real zips) built by the real `cnpj-etl` into a real DuckDB file, and the
+//! test says what must become of it.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn sample_dump() -> PathBuf {
+    root().join("data/sample-dump")
+}
+
+fn real_extract() -> Option<PathBuf> {
+    Some(root().join("../shared/rfb/samples/real-extract-2026")).filter(|p| p.is_dir())
+}
+
+fn etl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cnpj-etl")).args(args).output().expect("cnpj-etl runs")
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A copy of the sample dump in `dir/2026-09`, to alter.
+fn sample_copy(dir: &Path) -> PathBuf {
+    let input = dir.join("2026-09");
+    std::fs::create_dir_all(&input).unwrap();
+    for entry in std::fs::read_dir(sample_dump()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), input.join(entry.file_name())).unwrap();
+    }
+    input
+}
+
+/// Writes a zip holding one deflated member.
+fn write_zip(path: &Path, member: &str, bytes: &[u8]) {
+    let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let options = zip::write::SimpleFileOptions::default().compression_level(Some(9));
+    w.start_file(member, options).unwrap();
+    w.write_all(bytes).unwrap();
+    w.finish().unwrap();
+}
+
+/// The name and bytes of a zip's first member.
+fn first_member(path: &Path) -> (String, Vec<u8>) {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut file = archive.by_index(0).unwrap();
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).unwrap();
+    (file.name().unwrap().into_owned(), bytes)
+}
+
+/// Latin-1 bytes of a text (every char below U+0100).
+fn latin1(text: &str) -> Vec<u8> {
+    text.chars().map(|c| u8::try_from(u32::from(c)).expect("a Latin-1 char")).collect()
+}
+
+struct Built {
+    db: PathBuf,
+    report: Value,
+}
+
+fn build(input: &Path, dir: &Path, extra: &[&str]) -> Built {
+    let db = dir.join("registry.duckdb");
+    let report = dir.join("report.json");
+    let mut args = vec!["build", "--quiet", "--input", input.to_str().unwrap(), "--db", db.to_str().unwrap()];
+    args.extend(["--report", report.to_str().unwrap()]);
+    args.extend(extra);
+    let out = etl(&args);
+    assert!(out.status.success(), "build failed: {}", text(&out));
+    let report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    Built { db, report }
+}
+
+/// A build that must fail (exit 1) and leave no dataset: its error text.
+fn refused(input: &Path, dir: &Path, extra: &[&str]) -> String {
+    let db = dir.join("refused.duckdb");
+    let mut args = vec!["build", "--quiet", "--input", input.to_str().unwrap(), "--db", db.to_str().unwrap()];
+    args.extend(extra);
+    let out = etl(&args);
+    assert_eq!(out.status.code(), Some(1), "the build must fail: {}", text(&out));
+    assert!(!db.exists(), "a refused build wrote {}", db.display());
+    text(&out)
+}
+
+fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
+    let conn = duckdb::Connection::open(db).unwrap();
+    let mut stmt = conn.prepare(sql).unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let count = r.as_ref().column_count();
+            (0..count).map(|i| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default)).collect()
+        })
+        .unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+fn show(db: &Path, cnpj: &str) -> Value {
+    let out = etl(&["show", "--db", db.to_str().unwrap(), cnpj]);
+    assert!(out.status.success(), "show {cnpj}: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A valid CNPJ of a base and order (check digits of contract §1).
+fn cnpj(base_and_order: &str) -> String {
+    let mut digits: Vec<u32> = base_and_order.bytes().map(|b| u32::from(b) - 48).collect();
+    for weights in [&[5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2][..], &[6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]] {
+        let sum: u32 = digits.iter().zip(weights).map(|(d, w)| d * w).sum();
+        digits.push(if sum % 11 < 2 { 0 } else { 11 - sum % 11 });
+    }
+    digits.iter().map(|d| char::from_digit(*d, 10).unwrap()).collect()
+}
+
+/// An Estabelecimentos line (30 fields) of a head office.
+fn establishment(cnpj: &str, nome_fantasia: &str) -> String {
+    let mut fields = vec![String::new(); 30];
+    fields[0] = cnpj[..8].into();
+    fields[1] = cnpj[8..12].into();
+    fields[2] = cnpj[12..].into();
+    fields[3] = "1".into();
+    fields[4] = nome_fantasia.into();
+    fields[5] = "02".into();
+    fields[11] = "6204000".into();
+    fields[19] = "SP".into();
+    fields[20] = "7107".into();
+    fields.iter().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(";") + "\n"
+}
+
+#[test]
+fn huge_record_is_a_reject_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Empresas1.zip");
+    let (member, mut bytes) = first_member(&zip);
+    assert!(bytes.ends_with(b"\n"));
+    let line = bytes.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    bytes.extend(b"\"12121212\";\"");
+    bytes.extend(std::iter::repeat_n(b'X', 2 << 20));
+    bytes.extend(b"\";\"2062\";\"49\";\"1,00\";\"01\";\"\"\n");
+    write_zip(&zip, &member, &bytes);
+
+    let b = build(&input, dir.path(), &[]);
+    let rejects = query(
+        &b.db,
+        "SELECT r.line::VARCHAR, r.reason, length(r.record)::VARCHAR FROM rejects r \
+         JOIN source_files f ON f.id = r.source_file WHERE f.zip = 'Empresas1.zip' AND r.reason LIKE '%cap%'",
+    );
+    assert_eq!(rejects.len(), 1, "{rejects:?}");
+    assert_eq!(rejects[0][0], line.to_string());
+    assert_eq!(
+        rejects[0][1],
+        format!("record of {} bytes is over the 1048576-byte cap (kept: its beginning)", (2 << 20) + 8 + 4 + 2 + 4 + 2)
+    );
+    assert!(rejects[0][2].parse::<u64>().unwrap() <= 1025, "{rejects:?}");
+    assert_eq!(query(&b.db, "SELECT count(*)::VARCHAR FROM empresas WHERE cnpj_basico = '12121212'"), [["0"]]);
+
+    // With a cap above it, the record is an ordinary row.
+    let wide = tempfile::tempdir().unwrap();
+    let b = build(&input, wide.path(), &["--max-record-bytes", "4194304"]);
+    assert_eq!(
+        query(&b.db, "SELECT length(razao_social)::VARCHAR FROM empresas WHERE cnpj_basico = '12121212'"),
+        [[(2 << 20).to_string()]]
+    );
+}
+
+#[test]
+fn member_of_only_newlines_is_refused_as_a_zip_bomb() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Estabelecimentos10.zip");
+    let (member, _) = first_member(&zip);
+    write_zip(&zip, &member, &vec![b'\n'; 24 << 20]);
+    let err = refused(&input, dir.path(), &[]);
+    assert!(err.contains("Estabelecimentos10.zip") && err.contains("refused as a zip bomb"), "{err}");
+}
+
+#[test]
+fn incomplete_month_is_refused_naming_every_problem_of_its_folder_and_lookups() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    write_zip(&input.join("Municipios.zip"), "F.K03200$Z.D60913.MUNICCSV", b"");
+    zip::ZipWriter::new(std::fs::File::create(input.join("Naturezas.zip")).unwrap()).finish().unwrap();
+    std::fs::create_dir(input.join("Estabelecimentos5.zip")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("nowhere.zip"), input.join("Socios1.zip")).unwrap();
+    let (_, socios) = first_member(&input.join("Socios0.zip"));
+    write_zip(&input.join("Socios2.zip"), "K3241.K03200Y2.D60913.SOCIOCSV", &socios);
+
+    let err = refused(&input, dir.path(), &[]);
+    for problem in [
+        "not one whole month of one delivery (7 problems)",
+        "Estabelecimentos5.zip is a directory, not a zip file",
+        "Naturezas.zip is a zip without any member",
+        "Socios1.zip is a dangling symbolic link",
+        "missing required tables: naturezas",
+        "socios: part 1 missing (parts 0, 2 present)",
+        "Municipios.zip (F.K03200$Z.D60913.MUNICCSV) has no rows",
+        "the lookup table municipios is empty",
+        "--accept-incomplete",
+    ] {
+        assert!(err.contains(problem), "{problem:?} not in {err}");
+    }
+}
+
+#[test]
+fn incomplete_month_is_refused_naming_every_problem_of_its_main_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    // UTF-8 where Latin-1 is expected.
+    let utf8 = "\"13131313\";\"JOSÉ DA CONCEIÇÃO ME\";\"2135\";\"50\";\"1000,00\";\"01\";\"\"\n\
+                \"14141414\";\"PADARIA SÃO JOÃO\";\"2062\";\"49\";\"0,00\";\"01\";\"\"\n";
+    write_zip(&input.join("Empresas1.zip"), "K3241.K03200Y1.D60913.EMPRECSV", utf8.as_bytes());
+    // 12 rejects in 62 rows.
+    let mut simples = String::new();
+    for i in 0..50 {
+        simples.push_str(&format!("\"{:08}\";\"S\";\"20200101\";\"\";\"N\";\"\";\"\"\n", 50_000_000 + i));
+    }
+    for i in 0..12 {
+        simples.push_str(&format!("\"{:08}\";\"S\";\"20200101\"\n", 60_000_000 + i));
+    }
+    write_zip(&input.join("Simples.zip"), "F.K03200$W.SIMPLES.CSV.D60913", simples.as_bytes());
+    // A member without rows.
+    write_zip(&input.join("Estabelecimentos10.zip"), "K3241.K03200Y1.D60913.ESTABELE", b"\n\n");
+
+    let err = refused(&input, dir.path(), &[]);
+    for problem in [
+        "(3 problems)",
+        "Empresas1.zip (K3241.K03200Y1.D60913.EMPRECSV) reads as UTF-8 (5 multi-byte sequences), not Latin-1",
+        "Simples.zip (F.K03200$W.SIMPLES.CSV.D60913): 12 of 62 rows rejected (19.4 %, more than 1 %",
+        "Estabelecimentos10.zip (K3241.K03200Y1.D60913.ESTABELE) has no rows",
+    ] {
+        assert!(err.contains(problem), "{problem:?} not in {err}");
+    }
+}
+
+#[test]
+fn incomplete_month_builds_with_accept_incomplete_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    write_zip(&input.join("Municipios.zip"), "F.K03200$Z.D60913.MUNICCSV", b"");
+    let (_, socios) = first_member(&input.join("Socios0.zip"));
+    write_zip(&input.join("Socios2.zip"), "K3241.K03200Y2.D60913.SOCIOCSV", &socios);
+    let b = build(&input, dir.path(), &["--accept-incomplete"]);
+    let warnings: Vec<&str> = b.report["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert_eq!(
+        warnings,
+        [
+            "socios: part 1 missing (parts 0, 2 present)",
+            "Municipios.zip (F.K03200$Z.D60913.MUNICCSV) has no rows",
+            "the lookup table municipios is empty"
+        ]
+    );
+    assert_eq!(query(&b.db, "SELECT count(*)::VARCHAR FROM municipios"), [["0"]]);
+}
+
+#[test]
+fn stale_member_of_another_delivery_is_refused_or_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    // A leftover of August: it sorts before Empresas0.zip, so its rows would win.
+    let (_, empresas) = first_member(&input.join("Empresas0.zip"));
+    let old = latin1(&empresas.iter().map(|&b| char::from(b)).collect::<String>().replace("EXEMPLO", "EXEMPLO ANTIGO"));
+    write_zip(&input.join("Empresas0 (old).zip"), "K3241.K03200Y0.D60813.EMPRECSV", &old);
+
+    let err = refused(&input, dir.path(), &[]);
+    assert!(
+        err.contains(
+            "Empresas0 (old).zip (K3241.K03200Y0.D60813.EMPRECSV): date stamp D60813 differs from the other main \
+             tables' D60913"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("empresas part 0 is given twice: Empresas0 (old).zip"), "{err}");
+    assert!(err.contains("--ignore-stale"), "{err}");
+
+    let b = build(&input, dir.path(), &["--ignore-stale"]);
+    let warnings = b.report["warnings"].to_string();
+    assert!(warnings.contains("Empresas0 (old).zip (K3241.K03200Y0.D60813.EMPRECSV) left out"), "{warnings}");
+    assert!(!b.report["files"].to_string().contains("(old)"));
+    let record = show(&b.db, "11222333000181");
+    assert!(!record["razao_social"].as_str().unwrap().contains("ANTIGO"), "{record}");
+}
+
+#[test]
+fn outputs_are_checked_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    let input = sample_dump();
+    let input = input.to_str().unwrap();
+    let ok = etl(&["build", "--quiet", "--input", input, "--db", db.to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    let before = std::fs::read(&db).unwrap();
+
+    // A report in a folder that does not exist: refused before the build, the dataset untouched.
+    let report = dir.path().join("no-such-folder/report.json");
+    let out = etl(&[
+        "build",
+        "--quiet",
+        "--input",
+        input,
+        "--db",
+        db.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("--report") && text(&out).contains("does not exist"), "{}", text(&out));
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    // A report path that is a folder.
+    let out = etl(&[
+        "build",
+        "--quiet",
+        "--input",
+        input,
+        "--db",
+        db.to_str().unwrap(),
+        "--report",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(text(&out).contains("is a folder, not a file"), "{}", text(&out));
+    // A dataset in a folder that does not exist.
+    let out = etl(&["build", "--quiet", "--input", input, "--db", dir.path().join("nope/x.duckdb").to_str().unwrap()]);
+    assert!(text(&out).contains("--db") && text(&out).contains("does not exist"), "{}", text(&out));
+    // `run`: a work folder that cannot be made, before any download (the server does not exist).
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let work = file.join("work");
+    let out = etl(&[
+        "run",
+        "--quiet",
+        "--month",
+        "2026-09",
+        "--work",
+        work.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--legacy",
+        "--base-url",
+        "http://127.0.0.1:9",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("--work") && text(&out).contains("cannot create it"), "{}", text(&out));
+    let out = etl(&[
+        "run",
+        "--quiet",
+        "--month",
+        "2026-09",
+        "--work",
+        dir.path().join("work").to_str().unwrap(),
+        "--db",
+        dir.path().join("nope/x.duckdb").to_str().unwrap(),
+        "--legacy",
+        "--base-url",
+        "http://127.0.0.1:9",
+    ]);
+    assert!(text(&out).contains("--db") && text(&out).contains("does not exist"), "{}", text(&out));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn abandoned_lookup_writing_file_is_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    let dead = dir.path().join("registry.duckdb.lookup.writing-4000000");
+    let other_ext = dir.path().join("registry.duckdb.report.writing-4000001");
+    let building = dir.path().join(".registry.duckdb.building-4000002.runs");
+    // Process 1 is alive: its file is not touched.
+    let alive = dir.path().join("registry.duckdb.lookup.writing-1");
+    std::fs::write(&dead, b"half a lookup file").unwrap();
+    std::fs::write(&other_ext, b"x").unwrap();
+    std::fs::create_dir(&building).unwrap();
+    std::fs::write(&alive, b"x").unwrap();
+    let ok = etl(&["build", "--quiet", "--input", sample_dump().to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert!(!dead.exists() && !other_ext.exists() && !building.exists());
+    assert!(alive.exists());
+}
+
+#[test]
+fn cr_only_file_rejects_say_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let mut lines: Vec<String> = (1..=11)
+        .map(|i| {
+            format!(
+                "\"11222333\";\"2\";\"SOCIO {i}\";\"***456789**\";\"49\";\"20200101\";\"\";\"***000000**\";\"\";\"00\";\"5\""
+            )
+        })
+        .collect();
+    lines[9] = "\"11222333\";\"2\";\"CURTO\";\"***456789**\";\"49\"".into();
+    write_zip(&input.join("Socios0.zip"), "K3241.K03200Y0.D60913.SOCIOCSV", (lines.join("\r") + "\r").as_bytes());
+    let b = build(&input, dir.path(), &[]);
+    let rejects = query(
+        &b.db,
+        "SELECT r.line::VARCHAR, r.reason FROM rejects r JOIN source_files f ON f.id = r.source_file \
+         WHERE f.zip = 'Socios0.zip'",
+    );
+    assert_eq!(rejects, [["10", "expected 11 fields, found 5"]]);
+}
+
+#[test]
+fn damage_in_the_first_deflate_block_is_near_line_1_and_causes_print_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Estabelecimentos2.zip");
+    let mut bytes = std::fs::read(&zip).unwrap();
+    // The first byte of the deflate stream: after the local header and its name and extra field.
+    let name = u16::from_le_bytes([bytes[26], bytes[27]]) as usize;
+    let extra = u16::from_le_bytes([bytes[28], bytes[29]]) as usize;
+    bytes[30 + name + extra] ^= 0xFF;
+    bytes[31 + name + extra] ^= 0xFF;
+    std::fs::write(&zip, &bytes).unwrap();
+    let err = refused(&input, dir.path(), &[]);
+    assert!(err.contains("Estabelecimentos2.zip") && err.contains("damaged near line 1"), "{err}");
+    assert!(!err.contains("line 0"), "{err}");
+
+    // Not a zip: the zip library's cause is printed once.
+    std::fs::write(&zip, b"<html>503</html>").unwrap();
+    let err = refused(&input, dir.path(), &[]);
+    assert_eq!(err.matches("Could not find EOCD").count(), 1, "{err}");
+}
+
+#[test]
+fn out_of_space_says_no_space_left_on_device() {
+    // A 3 MB file system of its own; mounting needs privileges, which CI's container has.
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=3m", "tmpfs", dir.path().to_str().unwrap()])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mounted {
+        eprintln!("skipping: cannot mount a small tmpfs here");
+        return;
+    }
+    let db = dir.path().join("registry.duckdb");
+    let out = etl(&["build", "--quiet", "--input", sample_dump().to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let _ = Command::new("umount").arg(dir.path()).status();
+    let err = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let expected = format!("no space left on device in {} (", dir.path().display());
+    assert!(err.contains(&expected) && err.contains(" free)"), "{err}");
+    assert!(!err.contains("Unknown error code"), "{err}");
+}
+
+#[test]
+fn capital_over_16_digits_is_counted_and_thousands_separators_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let rows = "\"31313131\";\"CAPITAL COM MILHAR\";\"2062\";\"49\";\"1.000,00\";\"01\";\"\"\n\
+                \"32323232\";\"CAPITAL GRANDE DEMAIS\";\"2062\";\"49\";\"12345678901234567,00\";\"01\";\"\"\n";
+    write_zip(&input.join("Empresas2.zip"), "K3241.K03200Y2.D60913.EMPRECSV", rows.as_bytes());
+    let b = build(&input, dir.path(), &[]);
+    assert_eq!(
+        query(
+            &b.db,
+            "SELECT cnpj_basico, coalesce(capital_social::VARCHAR, 'null') FROM empresas WHERE cnpj_basico IN ('31313131', '32323232') ORDER BY 1"
+        ),
+        [["31313131", "1000.00"], ["32323232", "null"]]
+    );
+    assert_eq!(
+        b.report["capital_not_loaded"],
+        serde_json::json!([{
+            "zip": "Empresas2.zip",
+            "member": "K3241.K03200Y2.D60913.EMPRECSV",
+            "reason": "more than 16 digits before the comma",
+            "rows": 1,
+            "examples": [{"line": 2, "value": "12345678901234567,00"}]
+        }])
+    );
+}
+
+/// Every CPF shape (11 digits, or 3-3-3-2 with `.`, `-` or a space between groups) not inside a
+/// longer run of digits: written independently of the normalizer's own matcher.
+fn unmasked_cpfs(text: &str) -> Vec<String> {
+    static CPF: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?:^|[^0-9])([0-9]{3}[.\- ]?[0-9]{3}[.\- ]?[0-9]{3}[.\- ]?[0-9]{2})(?:[^0-9]|$)").unwrap()
+    });
+    CPF.captures_iter(text).map(|c| c[1].to_owned()).collect()
+}
+
+/// Every served text of a dataset: each detail record (JSON) by CNPJ and by base, and every text
+/// column of the served tables.
+fn served_texts(db: &Path) -> Vec<String> {
+    use cnpj_model::{CnpjQuery, Locale};
+    let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(db.to_owned())).unwrap();
+    let keys = query(db, "SELECT cnpj FROM estabelecimentos UNION SELECT cnpj_basico FROM empresas ORDER BY 1");
+    let mut out = Vec::new();
+    for key in keys {
+        let Ok(q) = CnpjQuery::parse(&key[0]) else { continue };
+        if let Some(record) = store.detail(&q, Locale::PtBr).unwrap() {
+            out.push(serde_json::to_string(&record).unwrap());
+        }
+    }
+    let conn = duckdb::Connection::open(db).unwrap();
+    let strings = |sql: &str| -> Vec<String> {
+        let mut stmt = conn.prepare(sql).unwrap();
+        let rows = stmt.query_map([], |r| r.get::<_, Option<String>>(0)).unwrap();
+        rows.map(|r| r.unwrap().unwrap_or_default()).collect()
+    };
+    for table in ["empresas", "estabelecimentos", "socios", "simples", "regimes_tributarios", "municipios", "labels"] {
+        let columns = strings(&format!(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = '{table}' AND data_type = 'VARCHAR'"
+        ));
+        assert!(!columns.is_empty(), "{table}");
+        for column in columns {
+            out.extend(strings(&format!("SELECT \"{column}\" FROM {table}")));
+        }
+    }
+    out
+}
+
+#[test]
+fn cpf_in_names_and_punctuated_forms_are_masked_and_no_served_text_holds_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    write_zip(
+        &input.join("Empresas2.zip"),
+        "K3241.K03200Y2.D60913.EMPRECSV",
+        b"\"41414141\";\"JOAO 123 456 789 09\";\"2135\";\"50\";\"1000,00\";\"01\";\"\"\n",
+    );
+    let head_office = cnpj("414141410001");
+    write_zip(
+        &input.join("Estabelecimentos11.zip"),
+        "K3241.K03200Y3.D60913.ESTABELE",
+        establishment(&head_office, "LOJA 111.222.333-44").as_bytes(),
+    );
+    let partners = "\"41414141\";\"2\";\"FULANO 11122233344\";\"***222333**\";\"49\";\"20200101\";\"\";\"***123456**\";\"BELTRANO 123.456.789-09\";\"05\";\"0\"\n\
+                    \"41414141\";\"1\";\"HOLDING 987654321-00 LTDA\";\"44555666000181\";\"22\";\"20200101\";\"\";\"***000000**\";\"\";\"00\";\"0\"\n";
+    write_zip(&input.join("Socios1.zip"), "K3241.K03200Y1.D60913.SOCIOCSV", partners.as_bytes());
+    let b = build(&input, dir.path(), &[]);
+    let record = show(&b.db, &head_office);
+    assert_eq!(record["razao_social"], "JOAO ***.456.789-**");
+    assert_eq!(record["nome_fantasia"], "LOJA ***.222.333-**");
+    let names: Vec<&str> = record["socios"].as_array().unwrap().iter().map(|s| s["nome"].as_str().unwrap()).collect();
+    assert_eq!(names, ["FULANO ***.222.333-**", "HOLDING ***.654.321-** LTDA"]);
+    assert_eq!(
+        query(&b.db, "SELECT nome_representante FROM socios WHERE cnpj_basico = '41414141' AND tipo = '2'"),
+        [["BELTRANO ***.456.789-**"]]
+    );
+
+    // The scan finds a CPF where there is one…
+    assert_eq!(
+        unmasked_cpfs("A 123.456.789-09; B 12345678909, C 123 456 789 09"),
+        ["123.456.789-09", "12345678909", "123 456 789 09"]
+    );
+    assert!(unmasked_cpfs("***.456.789-** 11222333000181 01310-100").is_empty());
+    // …and none in what the test datasets serve.
+    let mut datasets = vec![b.db.clone()];
+    let plain = tempfile::tempdir().unwrap();
+    datasets.push(build(&sample_dump(), plain.path(), &[]).db);
+    let real = tempfile::tempdir().unwrap();
+    datasets.extend(real_extract().map(|input| build(&input, real.path(), &[]).db));
+    for db in datasets {
+        let texts = served_texts(&db);
+        assert!(texts.len() > 100, "{}: {} texts", db.display(), texts.len());
+        let found: Vec<(String, String)> =
+            texts.iter().flat_map(|t| unmasked_cpfs(t).into_iter().map(move |c| (c, t.clone()))).collect();
+        assert!(found.is_empty(), "{}: {found:?}", db.display());
+    }
+}
