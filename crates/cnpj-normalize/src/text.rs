@@ -30,12 +30,11 @@ pub fn mask_cpf_runs(text: &mut String) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit()) {
-            if let Some((end, digits)) = cpf_at(bytes, i) {
-                found.push((i, end, digits));
-                i = end;
-                continue;
-            }
+        let starts_a_run = bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit());
+        if let Some((end, digits)) = starts_a_run.then(|| cpf_at(bytes, i)).flatten() {
+            found.push((i, end, digits));
+            i = end;
+            continue;
         }
         i += 1;
     }
