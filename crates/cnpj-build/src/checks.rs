@@ -355,6 +355,13 @@ impl Checks {
                 );
                 self.problem(ProblemKind::Incomplete, text);
             }
+            if let Some(notes) = members.get(&f.id).filter(|n| n.text.looks_like_binary()) {
+                let text = format!(
+                    "{name} is {:.0} % NUL bytes (UTF-16, or not text at all), not Latin-1 text",
+                    notes.text.nul_bytes as f64 * 100.0 / notes.text.bytes as f64
+                );
+                self.problem(ProblemKind::Incomplete, text);
+            }
             if let Some(notes) = members.get(&f.id).filter(|n| n.text.looks_like_utf8()) {
                 let text = format!(
                     "{name} reads as UTF-8 ({} multi-byte sequences), not Latin-1: its accents would be served as \

@@ -227,10 +227,15 @@ fn incomplete_month_is_refused_naming_every_problem_of_its_main_tables() {
     write_zip(&input.join("Simples.zip"), "F.K03200$W.SIMPLES.CSV.D60913", simples.as_bytes());
     // A member without rows.
     write_zip(&input.join("Estabelecimentos10.zip"), "K3241.K03200Y1.D60913.ESTABELE", b"\n\n");
+    // A member in UTF-16: every row rejected.
+    let (member, socios) = first_member(&input.join("Socios0.zip"));
+    let utf16: Vec<u8> = socios.iter().flat_map(|&b| [b, 0]).collect();
+    write_zip(&input.join("Socios0.zip"), &member, &utf16);
 
     let err = refused(&input, dir.path(), &[]);
     for problem in [
-        "(3 problems)",
+        "(4 problems)",
+        "Socios0.zip (K3241.K03200Y0.D60913.SOCIOCSV) is 50 % NUL bytes (UTF-16, or not text at all)",
         "Empresas1.zip (K3241.K03200Y1.D60913.EMPRECSV) reads as UTF-8 (5 multi-byte sequences), not Latin-1",
         "Simples.zip (F.K03200$W.SIMPLES.CSV.D60913): 12 of 62 rows rejected (19.4 %, more than 1 %",
         "Estabelecimentos10.zip (K3241.K03200Y1.D60913.ESTABELE) has no rows",

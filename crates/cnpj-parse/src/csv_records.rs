@@ -20,6 +20,7 @@ const INPUT_BUFFER: usize = 1 << 20;
 /// and bytes ≥ 0x80 that are not part of one (Latin-1 letters: `Ç` alone is `0xC7`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TextStats {
+    pub bytes: u64,
     pub utf8_sequences: u64,
     pub other_high_bytes: u64,
     pub nul_bytes: u64,
@@ -30,6 +31,12 @@ impl TextStats {
     /// part of one) where Latin-1 is expected: `Ç` would be served as `Ã‡`.
     pub fn looks_like_utf8(&self) -> bool {
         self.utf8_sequences > 0 && self.other_high_bytes.saturating_mul(10) <= self.utf8_sequences
+    }
+
+    /// Whether the bytes are not Latin-1 text at all: more than a tenth of them NUL (UTF-16 is
+    /// half NUL; the dump's stray NUL bytes are a handful per file).
+    pub fn looks_like_binary(&self) -> bool {
+        self.nul_bytes.saturating_mul(10) > self.bytes
     }
 }
 
@@ -51,6 +58,7 @@ impl Scan {
     /// not a line terminator (where a record starts: the parser skips empty lines).
     fn feed(&mut self, bytes: &[u8], find_start: bool) -> Option<u64> {
         let mut start = None;
+        self.stats.bytes += bytes.len() as u64;
         for &b in bytes {
             match b {
                 b'\n' => {
@@ -500,6 +508,10 @@ mod tests {
         assert_eq!((utf8.utf8_sequences, utf8.other_high_bytes), (3, 0));
         assert!(utf8.looks_like_utf8());
         assert!(!stats(b"\"ASCII ONLY\"\n").looks_like_utf8());
+        let utf16: Vec<u8> = b"\"11222333\";\"2\"\n".iter().flat_map(|&b| [b, 0]).collect();
+        assert!(stats(&utf16).looks_like_binary());
+        assert!(stats(&[0; 100]).looks_like_binary());
+        assert!(!stats(b"\"A\x00B\";\"PRA\xc7A\"\n").looks_like_binary());
     }
 
     proptest! {
