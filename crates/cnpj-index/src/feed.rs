@@ -13,7 +13,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
 
 use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
-use crate::search::{PartIndex, SearchIndexError, UPPER, pack, write_index};
+use crate::search::{HalfColumns, Postings, SearchIndexError, Table, UPPER, pack, write_index};
 use crate::text::date_text;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +34,8 @@ pub enum IndexError {
 #[derive(Default)]
 struct State {
     lookup_parts: Vec<FinishedPart>,
-    index_parts: Vec<PartIndex>,
+    /// The search index's postings, spilled by the feeds.
+    spills: Vec<PathBuf>,
     /// Establishments per half, once its feed finished.
     establishments: [Option<u64>; 2],
     /// Set when the build says the establishments are stored (true) or when a feed was dropped
@@ -59,6 +60,9 @@ impl std::fmt::Debug for ServingWriter {
         write!(f, "ServingWriter({}, {})", self.lookup_path.display(), self.search_path.display())
     }
 }
+
+/// The memory a feed's postings take (estimated) before they are spilled to a file.
+const SPILL_BYTES: usize = 64 << 20;
 
 fn half(part: Part) -> usize {
     usize::from(part == Part::Upper)
@@ -109,10 +113,20 @@ impl ServingWriter {
         self.changed.notify_all();
     }
 
-    fn deposit(&self, lookup: FinishedPart, index: Option<PartIndex>) {
-        let mut state = self.state();
-        state.lookup_parts.push(lookup);
-        state.index_parts.extend(index);
+    fn deposit(&self, lookup: FinishedPart) {
+        self.state().lookup_parts.push(lookup);
+    }
+
+    /// Writes `postings` to a new spill file.
+    fn spill(&self, postings: &mut Postings) -> Result<(), IndexError> {
+        let path = {
+            let mut state = self.state();
+            let path = self.scratch(&format!("spill{}", state.spills.len()), Part::Lower);
+            state.spills.push(path.clone());
+            path
+        };
+        postings.spill(&path)?;
+        Ok(())
     }
 
     /// Writes the footers of both files, stamped with `build_id`; the files are then the
@@ -124,14 +138,26 @@ impl ServingWriter {
             .take()
             .ok_or(LookupError::Invalid { path: self.lookup_path.clone(), reason: "already finished".into() })?;
         lookup.finish(state.lookup_parts, build_id)?;
-        let (lower, upper) = (self.scratch("cnpjs", Part::Lower), self.scratch("cnpjs", Part::Upper));
-        for (path, rows) in [(&lower, state.establishments[0]), (&upper, state.establishments[1])] {
+        let half = |part: Part, rows: Option<u64>| -> Result<HalfColumns, IndexError> {
+            let columns = HalfColumns {
+                cnpjs: self.scratch("cnpjs", part),
+                days: self.scratch("days", part),
+                ceps: self.scratch("ceps", part),
+                rows: rows.unwrap_or_default(),
+            };
             if rows.is_none() {
-                File::create(path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
+                for path in [&columns.cnpjs, &columns.days, &columns.ceps] {
+                    File::create(path).map_err(io_error(path))?;
+                }
             }
+            Ok(columns)
+        };
+        let [lower, upper] = state.establishments;
+        let columns = [half(Part::Lower, lower)?, half(Part::Upper, upper)?];
+        write_index(&self.search_path, columns, &state.spills, build_id)?;
+        for spill in &state.spills {
+            let _ = std::fs::remove_file(spill);
         }
-        let [lower_rows, upper_rows] = state.establishments.map(Option::unwrap_or_default);
-        write_index(&self.search_path, state.index_parts, [(&lower, lower_rows), (&upper, upper_rows)], build_id)?;
         self.finished = true;
         Ok(())
     }
@@ -141,8 +167,12 @@ impl Drop for ServingWriter {
     fn drop(&mut self) {
         drop(self.lookup.take());
         for part in [Part::Lower, Part::Upper] {
-            let _ = std::fs::remove_file(self.scratch("cnpjs", part));
-            let _ = std::fs::remove_file(self.scratch("companies", part));
+            for what in ["cnpjs", "days", "ceps", "companies"] {
+                let _ = std::fs::remove_file(self.scratch(what, part));
+            }
+        }
+        for spill in &self.state().spills {
+            let _ = std::fs::remove_file(spill);
         }
         if !self.finished {
             let _ = std::fs::remove_file(&self.lookup_path);
@@ -186,10 +216,12 @@ struct EstablishmentFeed<'a> {
     part: Part,
     /// Taken when the feed finishes.
     lookup: Option<TableWriter>,
-    index: PartIndex,
+    postings: Postings,
     base: u32,
     rows: u32,
     cnpjs: (PathBuf, BufWriter<File>),
+    days: (PathBuf, BufWriter<File>),
+    ceps: (PathBuf, BufWriter<File>),
     companies: (PathBuf, BufWriter<File>),
     /// The company of the establishments since ordinal `.1`.
     company: Option<([u8; 8], u32)>,
@@ -252,22 +284,38 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
         }
         self.lookup.as_mut().expect("until finished").put(&r.cnpj, cells)?;
 
-        let index = &mut self.index;
-        index.table("uf").add(&r.uf, ordinal);
-        index.table("municipio").add(&r.municipio, ordinal);
-        index.table("cnae").add(&r.cnae_fiscal, ordinal);
-        index.table("situacao").add(&r.situacao_cadastral, ordinal);
-        if let Some(day) = &dates[0] {
-            index.table("dia").add(day, ordinal);
+        let p = &mut self.postings;
+        p.add(Table::Uf, &r.uf, ordinal);
+        p.add(Table::Municipio, &r.municipio, ordinal);
+        p.add(Table::Cnae, &r.cnae_fiscal, ordinal);
+        p.add(Table::Situacao, &r.situacao_cadastral, ordinal);
+        let mut day = 0u8;
+        if let Some(date) = &dates[0] {
+            // `YYYY-MM-DD`
+            p.add(Table::Mes, &date[..7], ordinal);
+            p.add(Table::Ano, &date[..4], ordinal);
+            p.add(Table::Decada, &date[..3], ordinal);
+            day = date[8..].parse().unwrap_or(0);
         }
-        if !r.cep.is_empty() {
-            index.table("cep8").add(&r.cep, ordinal);
+        // The normalizer leaves a CEP of 8 digits or empty.
+        let mut cep_suffix = u16::MAX;
+        if r.cep.len() == 8 && r.cep.bytes().all(|b| b.is_ascii_digit()) {
+            p.add(Table::Cep2, &r.cep[..2], ordinal);
+            p.add(Table::Cep4, &r.cep[..4], ordinal);
+            cep_suffix = r.cep[4..].parse().unwrap_or(u16::MAX);
         }
-        index.table("nome").add_words(&r.nome_fantasia_fold, ordinal..ordinal + 1);
-        index.table("bairro").add_words(&r.bairro_fold, ordinal..ordinal + 1);
+        p.add_words(Table::Nome, &r.nome_fantasia_fold, ordinal..ordinal + 1);
+        p.add_words(Table::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
+        if p.bytes > SPILL_BYTES {
+            self.writer.spill(&mut self.postings)?;
+        }
 
         let (path, out) = &mut self.cnpjs;
         out.write_all(&pack(r.cnpj.as_bytes()).to_le_bytes()).map_err(io_error(path))?;
+        let (path, out) = &mut self.days;
+        out.write_all(&[day]).map_err(io_error(path))?;
+        let (path, out) = &mut self.ceps;
+        out.write_all(&cep_suffix.to_le_bytes()).map_err(io_error(path))?;
         let basico: [u8; 8] = r.cnpj.as_bytes()[..8].try_into().expect("a CNPJ has 14 characters");
         if self.company.is_none_or(|(b, _)| b != basico) {
             self.end_company(ordinal)?;
@@ -278,13 +326,13 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
 
     fn finish(mut self: Box<Self>) -> Result<(), IndexError> {
         self.end_company(self.base + self.rows)?;
-        for (path, out) in [&mut self.cnpjs, &mut self.companies] {
+        for (path, out) in [&mut self.cnpjs, &mut self.days, &mut self.ceps, &mut self.companies] {
             out.flush().map_err(io_error(path))?;
         }
+        self.writer.spill(&mut self.postings)?;
         self.finished = true;
         let lookup = self.lookup.take().expect("finished once");
-        let index = std::mem::take(&mut self.index);
-        self.writer.deposit(lookup.finish()?, Some(index));
+        self.writer.deposit(lookup.finish()?);
         self.writer.state().establishments[half(self.part)] = Some(u64::from(self.rows));
         Ok(())
     }
@@ -310,10 +358,12 @@ impl Fed for EstabelecimentoRow {
             writer,
             part,
             lookup: Some(writer.table(LookupTable::Establishments, part)?),
-            index: PartIndex::default(),
+            postings: Postings::default(),
             base: if part == Part::Upper { UPPER } else { 0 },
             rows: 0,
             cnpjs: create("cnpjs")?,
+            days: create("days")?,
+            ceps: create("ceps")?,
             companies: create("companies")?,
             company: None,
             cells: Vec::new(),
@@ -356,7 +406,7 @@ impl CompanyRanges {
 struct CompanyFeed<'a> {
     writer: &'a ServingWriter,
     lookup: TableWriter,
-    index: PartIndex,
+    postings: Postings,
     ranges: CompanyRanges,
     cells: Vec<u8>,
 }
@@ -372,16 +422,21 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
         put_cell(&mut self.cells, Some(&r.ente_federativo_responsavel));
         self.lookup.put(&r.cnpj_basico, &self.cells)?;
         if let Some(ordinals) = self.ranges.of(r.cnpj_basico.as_bytes())? {
-            self.index.table("porte").add_range(&r.porte_empresa, ordinals.clone());
-            self.index.table("natureza").add_range(&r.natureza_juridica, ordinals.clone());
-            self.index.table("nome").add_words(&r.razao_social_fold, ordinals);
+            let p = &mut self.postings;
+            p.add_range(Table::Porte, &r.porte_empresa, ordinals.clone());
+            p.add_range(Table::Natureza, &r.natureza_juridica, ordinals.clone());
+            p.add_words(Table::Nome, &r.razao_social_fold, ordinals);
+            if p.bytes > SPILL_BYTES {
+                self.writer.spill(&mut self.postings)?;
+            }
         }
         Ok(())
     }
 
     fn finish(self: Box<Self>) -> Result<(), IndexError> {
-        let CompanyFeed { writer, lookup, index, .. } = *self;
-        writer.deposit(lookup.finish()?, Some(index));
+        let CompanyFeed { writer, lookup, mut postings, .. } = *self;
+        writer.spill(&mut postings)?;
+        writer.deposit(lookup.finish()?);
         Ok(())
     }
 }
@@ -409,7 +464,7 @@ impl Fed for EmpresaRow {
         Ok(Box::new(CompanyFeed {
             writer,
             lookup: writer.table(LookupTable::Companies, part)?,
-            index: PartIndex::default(),
+            postings: Postings::default(),
             ranges: CompanyRanges { files, current: None },
             cells: Vec::new(),
         }))
@@ -454,7 +509,7 @@ impl GroupFeed<'_> {
     fn done(mut self) -> Result<(), IndexError> {
         self.flush()?;
         let GroupFeed { writer, lookup, .. } = self;
-        writer.deposit(lookup.finish()?, None);
+        writer.deposit(lookup.finish()?);
         Ok(())
     }
 

@@ -1,43 +1,52 @@
 //! The search index beside a DuckDB dataset (`<dataset>.search`): every filter of contract §5 as
 //! compressed bitmaps (`roaring`) of establishment ordinals, so that a search is a few bitmap
 //! operations instead of a scan. A total is the cardinality of an intersection, a page a select
-//! by rank; the page's CNPJs come from a column of the file.
+//! by rank; the page's CNPJs come from a column of the file. The file is memory-mapped: the
+//! server holds the directory, and the pages it touches are the kernel's to keep or drop.
 //!
 //! Ordinals number the establishments in CNPJ order. The build stores a table in two halves at
 //! once, so the lower half is numbered from 0 and the upper half from [`UPPER`]: no half waits
-//! for the other to know where it starts. A position (0..n) in the CNPJ column is an ordinal of
-//! the lower half, or `UPPER +` its rank in the upper half.
+//! for the other to know where it starts. A position (0..n) in the columns is an ordinal of the
+//! lower half, or `lower +` its rank in the upper half.
 //!
 //! Posting tables (a sorted list of keys, a bitmap per key):
 //! - equality filters by their stored code: `uf`, `municipio`, `cnae`, `situacao`, and the
 //!   company's `porte` and `natureza` carried down to its establishments;
-//! - the opening date at four levels, `dia` (`YYYY-MM-DD`), `mes`, `ano`, `decada` (`199`): a
-//!   range is the union of the fewest whole units that tile it;
-//! - the CEP at three levels, `cep2`, `cep5`, `cep8`: a prefix is the union of the keys of the
-//!   first level at least as long that start with it;
+//! - the opening date by `mes` (`YYYY-MM`), `ano` and `decada` (`199`): a range is the union of
+//!   the fewest whole units that tile it, and a month it covers in part is its month's bitmap
+//!   filtered by the day-of-month column;
+//! - the CEP by its first 2 and 4 digits (`cep2`, `cep4`): a prefix of 1 to 4 digits is the union
+//!   of the keys that start with it; a longer one is its `cep4` bitmap filtered by the column of
+//!   the CEPs' last four digits. (A bitmap per day or per full CEP costs about one 8-byte
+//!   container header per establishment: the columns cost one and two bytes.)
 //! - the folded words (runs of alphanumeric characters) of `nome` (nome fantasia and razão
 //!   social, the company's carried down) and of `bairro`. A one-word term's matches are exactly
 //!   the union of the words that contain it; a term of several words or with other characters
-//!   yields candidates that the store verifies on the records (see `text::term_words`).
+//!   yields candidates that the store checks on the records (see `text::term_words`).
 //!
-//! Layout: the magic, the CNPJ column (per position, the 12 characters before the check digits
-//! packed as a base-36 number, `u64` little-endian, order-preserving), the bitmaps (roaring's
-//! portable format), then the directory (varints: counts, per table its name and per key its
-//! text, bitmap offset and the XXH3 of the bitmap's bytes, truncated to 32 bits), the build id,
-//! the directory's XXH3, its offset and the magic again.
+//! While the build runs, postings are kept in memory up to a budget, then spilled to files sorted
+//! by table and key; the file is written by a merge of the spills, so the build's memory does not
+//! grow with the month.
+//!
+//! Layout: the magic; the columns, each the lower half's positions then the upper half's: the
+//! CNPJs (the 12 characters before the check digits packed as a base-36 number, `u64`
+//! little-endian, order-preserving), the day of the month of the opening date (`u8`, 0 for none),
+//! the CEP's last four digits (`u16`, `u16::MAX` for none); the bitmaps (roaring's portable
+//! format); the directory (varints: the halves' sizes, the columns' offsets, per table its name
+//! and per key its text, the offset and length of its bitmap and the XXH3 of the bitmap's bytes
+//! truncated to 32 bits), the build id; the directory's XXH3, its offset and the magic again.
 
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use roaring::{MultiOps, RoaringBitmap};
 
 use crate::lookup::{put_varint, varint};
-use crate::text::{Place, civil_from_days, date_text, days_from_civil, parse_date, term_words, words};
+use crate::text::{Place, civil_from_days, days_from_civil, parse_date, term_words, words};
 
-const MAGIC: &[u8; 8] = b"CNPJSRC1";
+const MAGIC: &[u8; 8] = b"CNPJSRC2";
 
 /// The first ordinal of the upper half of the establishments.
 pub const UPPER: u32 = 1 << 31;
@@ -58,69 +67,155 @@ pub enum SearchIndexError {
 }
 
 /// The posting tables, in file order.
-const TABLES: [&str; 15] = [
-    "uf",
-    "municipio",
-    "cnae",
-    "situacao",
-    "porte",
-    "natureza",
-    "dia",
-    "mes",
-    "ano",
-    "decada",
-    "cep2",
-    "cep5",
-    "cep8",
-    "nome",
-    "bairro",
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Table {
+    Uf,
+    Municipio,
+    Cnae,
+    Situacao,
+    Porte,
+    Natureza,
+    Mes,
+    Ano,
+    Decada,
+    Cep2,
+    Cep4,
+    Nome,
+    Bairro,
+}
+
+const TABLES: [(Table, &str); 13] = [
+    (Table::Uf, "uf"),
+    (Table::Municipio, "municipio"),
+    (Table::Cnae, "cnae"),
+    (Table::Situacao, "situacao"),
+    (Table::Porte, "porte"),
+    (Table::Natureza, "natureza"),
+    (Table::Mes, "mes"),
+    (Table::Ano, "ano"),
+    (Table::Decada, "decada"),
+    (Table::Cep2, "cep2"),
+    (Table::Cep4, "cep4"),
+    (Table::Nome, "nome"),
+    (Table::Bairro, "bairro"),
 ];
 
-/// Posting lists of one part of the build, by key.
+/// Postings in memory (one feed's, since its last spill), by table and key, with an estimate of
+/// the memory they take.
 #[derive(Default)]
-pub(crate) struct Postings(foldhash::HashMap<Box<str>, RoaringBitmap>);
+pub(crate) struct Postings {
+    tables: [foldhash::HashMap<Box<str>, RoaringBitmap>; 13],
+    pub(crate) bytes: usize,
+}
 
 impl Postings {
-    /// Adds `ordinal`, which is not below any ordinal added before under any key.
-    pub(crate) fn add(&mut self, key: &str, ordinal: u32) {
+    /// Adds `ordinal`, which is not below any ordinal added before to `key`.
+    pub(crate) fn add(&mut self, table: Table, key: &str, ordinal: u32) {
         if key.contains('\n') {
             return; // no filter value can hold a newline (the API validates them)
         }
-        match self.0.get_mut(key) {
+        let keys = &mut self.tables[table as usize];
+        match keys.get_mut(key) {
             // An ordinal added twice (a word twice in a name) is kept once.
             Some(bitmap) => {
-                let _ = bitmap.try_push(ordinal);
+                if bitmap.try_push(ordinal).is_ok() {
+                    self.bytes += 2;
+                }
             }
             None => {
-                self.0.insert(key.into(), RoaringBitmap::from_sorted_iter([ordinal]).expect("one value"));
+                keys.insert(key.into(), RoaringBitmap::from_sorted_iter([ordinal]).expect("one value"));
+                self.bytes += 96 + key.len();
             }
         }
     }
 
-    pub(crate) fn add_range(&mut self, key: &str, ordinals: std::ops::Range<u32>) {
-        if !key.contains('\n') {
-            self.0.entry(key.into()).or_default().insert_range(ordinals);
+    pub(crate) fn add_range(&mut self, table: Table, key: &str, ordinals: std::ops::Range<u32>) {
+        if key.contains('\n') {
+            return;
         }
+        let keys = &mut self.tables[table as usize];
+        if !keys.contains_key(key) {
+            self.bytes += 96 + key.len();
+        }
+        // An array entry is 2 bytes; a full container 8 KiB for 65,536.
+        self.bytes += (ordinals.len() * 2).min(ordinals.len() / 8 + 64);
+        keys.entry(key.into()).or_default().insert_range(ordinals);
     }
 
-    pub(crate) fn add_words(&mut self, folded: &str, ordinals: std::ops::Range<u32>) {
+    pub(crate) fn add_words(&mut self, table: Table, folded: &str, ordinals: std::ops::Range<u32>) {
         if ordinals.len() == 1 {
-            words(folded, |w| self.add(w, ordinals.start));
+            words(folded, |w| self.add(table, w, ordinals.start));
         } else {
-            words(folded, |w| self.add_range(w, ordinals.clone()));
+            words(folded, |w| self.add_range(table, w, ordinals.clone()));
         }
+    }
+
+    /// Writes every posting to `path`, sorted by table and key, and empties the memory.
+    pub(crate) fn spill(&mut self, path: &Path) -> Result<(), SearchIndexError> {
+        let io = |source| SearchIndexError::Io { path: path.to_owned(), source };
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
+        let mut bytes = Vec::new();
+        for (table, keys) in self.tables.iter_mut().enumerate() {
+            let mut sorted: Vec<(Box<str>, RoaringBitmap)> = keys.drain().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            for (key, bitmap) in sorted {
+                bytes.clear();
+                bitmap.serialize_into(&mut bytes).map_err(io)?;
+                let mut head = vec![table as u8];
+                put_varint(&mut head, key.len() as u64);
+                head.extend_from_slice(key.as_bytes());
+                put_varint(&mut head, bytes.len() as u64);
+                out.write_all(&head).map_err(io)?;
+                out.write_all(&bytes).map_err(io)?;
+            }
+        }
+        out.flush().map_err(io)?;
+        self.bytes = 0;
+        Ok(())
     }
 }
 
-/// What one feed of the build indexed: its posting tables by name.
-#[derive(Default)]
-pub(crate) struct PartIndex {
-    pub(crate) tables: HashMap<&'static str, Postings>,
+/// Reads a spill file record by record.
+struct Spill {
+    path: PathBuf,
+    file: BufReader<File>,
+    table: u8,
+    key: Vec<u8>,
+    bitmap: Vec<u8>,
 }
 
-impl PartIndex {
-    pub(crate) fn table(&mut self, name: &'static str) -> &mut Postings {
-        self.tables.entry(name).or_default()
+impl Spill {
+    fn varint(&mut self) -> std::io::Result<u64> {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let mut b = [0u8];
+            self.file.read_exact(&mut b)?;
+            n |= u64::from(b[0] & 0x7f) << shift;
+            if b[0] < 0x80 {
+                return Ok(n);
+            }
+        }
+        Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "a varint is too long"))
+    }
+
+    /// Reads the next record; false at the end.
+    fn next(&mut self) -> Result<bool, SearchIndexError> {
+        let path = self.path.clone();
+        let io = |source| SearchIndexError::Io { path: path.clone(), source };
+        let mut table = [0u8];
+        match self.file.read_exact(&mut table) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(io(e)),
+        }
+        self.table = table[0];
+        let n = self.varint().map_err(io)? as usize;
+        self.key.resize(n, 0);
+        self.file.read_exact(&mut self.key).map_err(io)?;
+        let n = self.varint().map_err(io)? as usize;
+        self.bitmap.resize(n, 0);
+        self.file.read_exact(&mut self.bitmap).map_err(io)?;
+        Ok(true)
     }
 }
 
@@ -147,106 +242,97 @@ fn unpack(mut n: u64) -> String {
     cnpj
 }
 
-/// Unions each key's bitmaps over the parts; keys sorted.
-fn merged(parts: &mut [PartIndex], table: &str) -> Vec<(Box<str>, RoaringBitmap)> {
-    let mut all: foldhash::HashMap<Box<str>, RoaringBitmap> = foldhash::HashMap::default();
-    for part in parts.iter_mut() {
-        let Some(postings) = part.tables.remove(table) else { continue };
-        for (key, bitmap) in postings.0 {
-            match all.get_mut(&key) {
-                Some(acc) => *acc |= bitmap,
-                None => {
-                    all.insert(key, bitmap);
-                }
-            }
-        }
-    }
-    let mut keys: Vec<(Box<str>, RoaringBitmap)> = all.into_iter().collect();
-    keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    keys
+/// The columns one half of the establishments wrote, and its size.
+pub(crate) struct HalfColumns {
+    pub(crate) cnpjs: PathBuf,
+    pub(crate) days: PathBuf,
+    pub(crate) ceps: PathBuf,
+    pub(crate) rows: u64,
 }
 
-/// Groups sorted `(key, bitmap)` by `group(key)` and unions each group.
-fn rolled_up(keys: &[(Box<str>, RoaringBitmap)], group: impl Fn(&str) -> String) -> Vec<(Box<str>, RoaringBitmap)> {
-    let mut out: Vec<(Box<str>, RoaringBitmap)> = Vec::new();
-    let mut start = 0;
-    while start < keys.len() {
-        let g = group(&keys[start].0);
-        let end = start + keys[start..].iter().take_while(|(k, _)| group(k) == g).count();
-        out.push((g.into(), keys[start..end].iter().map(|(_, b)| b).union()));
-        start = end;
-    }
-    out
-}
+/// A key of the directory: its text, its bitmap's offset and length, and the bitmap's checksum.
+type Entry = (Vec<u8>, u64, u64, u32);
 
-/// Writes the search index file from the parts' postings and CNPJ columns (`columns`: the lower
-/// half's file, then the upper half's, each of packed `u64`s).
+/// Writes the search index file from the halves' columns (lower, upper) and the spilled postings.
 pub(crate) fn write_index(
     path: &Path,
-    mut parts: Vec<PartIndex>,
-    columns: [(&Path, u64); 2],
+    columns: [HalfColumns; 2],
+    spills: &[PathBuf],
     build_id: &str,
 ) -> Result<(), SearchIndexError> {
     let io = |source| SearchIndexError::Io { path: path.to_owned(), source };
     let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
     out.write_all(MAGIC).map_err(io)?;
     let mut offset = MAGIC.len() as u64;
-    let cnpjs_at = offset;
-    for (column, _) in columns {
-        let mut file = File::open(column).map_err(|source| SearchIndexError::Io { path: column.to_owned(), source })?;
-        offset += std::io::copy(&mut file, &mut out).map_err(io)?;
-    }
     let mut directory = Vec::new();
-    put_varint(&mut directory, columns[0].1);
-    put_varint(&mut directory, columns[1].1);
-    put_varint(&mut directory, cnpjs_at);
-    let mut bytes = Vec::new();
-    let mut write_table = |name: &str, keys: &[(Box<str>, RoaringBitmap)], directory: &mut Vec<u8>| {
-        put_varint(directory, name.len() as u64);
-        directory.extend_from_slice(name.as_bytes());
-        put_varint(directory, keys.len() as u64);
-        for (key, bitmap) in keys {
-            bytes.clear();
-            bitmap.serialize_into(&mut bytes).map_err(io)?;
-            put_varint(directory, key.len() as u64);
-            directory.extend_from_slice(key.as_bytes());
-            put_varint(directory, offset);
-            directory.extend_from_slice(&(xxhash_rust::xxh3::xxh3_64(&bytes) as u32).to_le_bytes());
-            out.write_all(&bytes).map_err(io)?;
-            offset += bytes.len() as u64;
-        }
-        Ok::<(), SearchIndexError>(())
-    };
-    put_varint(&mut directory, TABLES.len() as u64);
-    for name in TABLES {
-        match name {
-            "mes" | "ano" | "decada" | "cep5" | "cep2" => continue, // rolled up below
-            "dia" => {
-                let days = merged(&mut parts, "dia");
-                let months = rolled_up(&days, |k| k[..7].to_owned());
-                let years = rolled_up(&months, |k| k[..4].to_owned());
-                let decades = rolled_up(&years, |k| k[..3].to_owned());
-                write_table("dia", &days, &mut directory)?;
-                write_table("mes", &months, &mut directory)?;
-                write_table("ano", &years, &mut directory)?;
-                write_table("decada", &decades, &mut directory)?;
-            }
-            "cep8" => {
-                let ceps = merged(&mut parts, "cep8");
-                let ceps5 = rolled_up(&ceps, |k| k[..5.min(k.len())].to_owned());
-                let ceps2 = rolled_up(&ceps5, |k| k[..2.min(k.len())].to_owned());
-                write_table("cep2", &ceps2, &mut directory)?;
-                write_table("cep5", &ceps5, &mut directory)?;
-                write_table("cep8", &ceps, &mut directory)?;
-            }
-            name => {
-                let keys = merged(&mut parts, name);
-                write_table(name, &keys, &mut directory)?;
-            }
+    put_varint(&mut directory, columns[0].rows);
+    put_varint(&mut directory, columns[1].rows);
+    for column in
+        [|h: &HalfColumns| h.cnpjs.clone(), |h: &HalfColumns| h.days.clone(), |h: &HalfColumns| h.ceps.clone()]
+    {
+        put_varint(&mut directory, offset);
+        for half in &columns {
+            let part = column(half);
+            let mut file = File::open(&part).map_err(|source| SearchIndexError::Io { path: part.clone(), source })?;
+            offset += std::io::copy(&mut file, &mut out).map_err(io)?;
         }
     }
-    // The end of the last bitmap.
-    put_varint(&mut directory, offset);
+    // A k-way merge of the spills by (table, key); each key's pieces are unioned.
+    let mut readers = Vec::new();
+    for spill in spills {
+        let file = File::open(spill).map_err(|source| SearchIndexError::Io { path: spill.clone(), source })?;
+        readers.push(Spill {
+            path: spill.clone(),
+            file: BufReader::with_capacity(1 << 16, file),
+            table: 0,
+            key: Vec::new(),
+            bitmap: Vec::new(),
+        });
+    }
+    let mut heap = BinaryHeap::new();
+    for (i, reader) in readers.iter_mut().enumerate() {
+        if reader.next()? {
+            heap.push(std::cmp::Reverse((reader.table, reader.key.clone(), i)));
+        }
+    }
+    let mut tables: Vec<Vec<Entry>> = vec![Vec::new(); TABLES.len()];
+    let mut bytes = Vec::new();
+    while let Some(std::cmp::Reverse((table, key, first))) = heap.pop() {
+        let mut sources = vec![first];
+        while heap.peek().is_some_and(|std::cmp::Reverse((t, k, _))| *t == table && *k == key) {
+            let std::cmp::Reverse((_, _, i)) = heap.pop().expect("peeked");
+            sources.push(i);
+        }
+        let mut union = RoaringBitmap::new();
+        for &i in &sources {
+            let reader = &mut readers[i];
+            let piece = RoaringBitmap::deserialize_from(reader.bitmap.as_slice())
+                .map_err(|source| SearchIndexError::Io { path: reader.path.clone(), source })?;
+            union |= piece;
+            if reader.next()? {
+                heap.push(std::cmp::Reverse((reader.table, reader.key.clone(), i)));
+            }
+        }
+        bytes.clear();
+        union.serialize_into(&mut bytes).map_err(io)?;
+        out.write_all(&bytes).map_err(io)?;
+        let checksum = xxhash_rust::xxh3::xxh3_64(&bytes) as u32;
+        tables[table as usize].push((key, offset, bytes.len() as u64, checksum));
+        offset += bytes.len() as u64;
+    }
+    put_varint(&mut directory, TABLES.len() as u64);
+    for ((_, name), keys) in TABLES.iter().zip(&tables) {
+        put_varint(&mut directory, name.len() as u64);
+        directory.extend_from_slice(name.as_bytes());
+        put_varint(&mut directory, keys.len() as u64);
+        for (key, at, len, checksum) in keys {
+            put_varint(&mut directory, key.len() as u64);
+            directory.extend_from_slice(key);
+            put_varint(&mut directory, *at);
+            put_varint(&mut directory, *len);
+            directory.extend_from_slice(&checksum.to_le_bytes());
+        }
+    }
     put_varint(&mut directory, build_id.len() as u64);
     directory.extend_from_slice(build_id.as_bytes());
     out.write_all(&directory).map_err(io)?;
@@ -264,14 +350,13 @@ struct Keys {
     text: Vec<u8>,
     /// Where each key starts in `text`, and the end of the last one + 1.
     starts: Vec<u32>,
-    /// Where each key's bitmap starts in the file, and the end of the last one.
-    offsets: Vec<u64>,
-    checksums: Vec<u32>,
+    /// Offset and length of each key's bitmap in the file, and the XXH3 of its bytes.
+    spans: Vec<(u64, u32, u32)>,
 }
 
 impl Keys {
     fn len(&self) -> usize {
-        self.checksums.len()
+        self.spans.len()
     }
 
     fn key(&self, i: usize) -> &[u8] {
@@ -352,12 +437,13 @@ pub struct Matches {
 
 /// An open search index.
 pub struct SearchIndex {
-    file: File,
+    map: memmap2::Mmap,
     path: PathBuf,
     build_id: String,
     lower: u64,
     upper: u64,
-    cnpjs_at: u64,
+    /// Offsets of the CNPJ, day and CEP columns.
+    columns: [usize; 3],
     tables: HashMap<String, Keys>,
 }
 
@@ -367,76 +453,68 @@ impl std::fmt::Debug for SearchIndex {
     }
 }
 
+/// Maps `file` into memory.
+#[allow(unsafe_code)]
+fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
+    // SAFETY: the index file is written once under a temporary name and renamed into place, never
+    // modified: a new build renames another file over the name, and this mapping keeps the old
+    // inode. Every read of the mapping is bounds-checked against its length.
+    unsafe { memmap2::Mmap::map(file) }
+}
+
 impl SearchIndex {
     pub fn open(path: &Path) -> Result<SearchIndex, SearchIndexError> {
         let invalid = |reason: &str| SearchIndexError::Invalid { path: path.to_owned(), reason: reason.to_owned() };
         let io = |source| SearchIndexError::Io { path: path.to_owned(), source };
         let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let mut tail = [0u8; 24];
-        if len < 32 || file.read_exact_at(&mut tail, len - 24).is_err() || &tail[16..] != MAGIC {
+        let map = map(&file).map_err(io)?;
+        let len = map.len();
+        if len < 32 || &map[len - 8..] != MAGIC || &map[..8] != MAGIC {
             return Err(invalid("not a search index of this version"));
         }
-        let at = u64::from_le_bytes(tail[8..16].try_into().expect("8 bytes"));
-        let checksum = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-        let size = (len - 24).checked_sub(at).ok_or_else(|| invalid("bad directory offset"))?;
-        let mut directory = vec![0u8; size as usize];
-        file.read_exact_at(&mut directory, at).map_err(io)?;
-        if xxhash_rust::xxh3::xxh3_64(&directory) != checksum {
+        let word = |at: usize| u64::from_le_bytes(map[at..at + 8].try_into().expect("8 bytes"));
+        let (checksum, at) = (word(len - 24), word(len - 16) as usize);
+        let directory = map.get(at..len - 24).ok_or_else(|| invalid("bad directory offset"))?;
+        if xxhash_rust::xxh3::xxh3_64(directory) != checksum {
             return Err(invalid("the directory does not match its checksum"));
         }
         let parsed = (|| {
             let mut pos = 0;
-            let (lower, upper) = (varint(&directory, &mut pos)?, varint(&directory, &mut pos)?);
-            let cnpjs_at = varint(&directory, &mut pos)?;
-            let n = varint(&directory, &mut pos)? as usize;
-            let mut pos_tables = Vec::with_capacity(n);
+            let next = |pos: &mut usize| varint(directory, pos);
+            let (lower, upper) = (next(&mut pos)?, next(&mut pos)?);
+            let columns = [next(&mut pos)? as usize, next(&mut pos)? as usize, next(&mut pos)? as usize];
+            let n = next(&mut pos)? as usize;
+            let mut tables = HashMap::with_capacity(n);
             for _ in 0..n {
-                let len = varint(&directory, &mut pos)? as usize;
+                let len = next(&mut pos)? as usize;
                 let name = String::from_utf8(directory.get(pos..pos + len)?.to_vec()).ok()?;
                 pos += len;
-                let count = varint(&directory, &mut pos)? as usize;
-                let mut keys = Keys {
-                    text: vec![b'\n'],
-                    starts: Vec::with_capacity(count + 1),
-                    offsets: Vec::with_capacity(count + 1),
-                    checksums: Vec::with_capacity(count),
-                };
+                let count = next(&mut pos)? as usize;
+                let mut keys =
+                    Keys { text: vec![b'\n'], starts: Vec::with_capacity(count + 1), spans: Vec::with_capacity(count) };
                 for _ in 0..count {
-                    let len = varint(&directory, &mut pos)? as usize;
+                    let len = next(&mut pos)? as usize;
                     keys.starts.push(keys.text.len() as u32);
                     keys.text.extend_from_slice(directory.get(pos..pos + len)?);
                     keys.text.push(b'\n');
                     pos += len;
-                    keys.offsets.push(varint(&directory, &mut pos)?);
-                    keys.checksums.push(u32::from_le_bytes(directory.get(pos..pos + 4)?.try_into().ok()?));
+                    let (offset, size) = (next(&mut pos)?, next(&mut pos)?);
+                    let checksum = u32::from_le_bytes(directory.get(pos..pos + 4)?.try_into().ok()?);
                     pos += 4;
+                    (offset + size <= len_u64(at)).then_some(())?;
+                    keys.spans.push((offset, u32::try_from(size).ok()?, checksum));
                 }
                 keys.starts.push(keys.text.len() as u32);
-                pos_tables.push((name, keys));
+                tables.insert(name, keys);
             }
-            let end = varint(&directory, &mut pos)?;
-            // Each table's bitmaps end where the next table's begin; the last end is recorded.
-            let mut ends: Vec<u64> = pos_tables.iter().filter_map(|(_, k)| k.offsets.first().copied()).collect();
-            ends.push(end);
-            for (_, keys) in pos_tables.iter_mut() {
-                let next = keys.offsets.first().and_then(|&first| ends.iter().copied().find(|&e| e > first));
-                keys.offsets.push(next.unwrap_or(end));
-            }
-            let len = varint(&directory, &mut pos)? as usize;
-            let build_id = String::from_utf8(directory.get(pos..pos + len)?.to_vec()).ok()?;
-            Some((lower, upper, cnpjs_at, pos_tables, build_id))
+            let n = next(&mut pos)? as usize;
+            let build_id = String::from_utf8(directory.get(pos..pos + n)?.to_vec()).ok()?;
+            let rows = (lower + upper) as usize;
+            (columns[2] + rows * 2 <= at && columns[1] + rows <= at && columns[0] + rows * 8 <= at).then_some(())?;
+            Some((lower, upper, columns, tables, build_id))
         })();
-        let (lower, upper, cnpjs_at, tables, build_id) = parsed.ok_or_else(|| invalid("corrupt directory"))?;
-        Ok(SearchIndex {
-            file,
-            path: path.to_owned(),
-            build_id,
-            lower,
-            upper,
-            cnpjs_at,
-            tables: tables.into_iter().collect(),
-        })
+        let (lower, upper, columns, tables, build_id) = parsed.ok_or_else(|| invalid("corrupt directory"))?;
+        Ok(SearchIndex { map, path: path.to_owned(), build_id, lower, upper, columns, tables })
     }
 
     /// The build this index was written for.
@@ -461,18 +539,14 @@ impl SearchIndex {
         self.tables.get(table).ok_or_else(|| self.corrupt(format!("no posting table {table}")))
     }
 
-    /// The bitmap of key `i` of `table`, checked against its checksum.
+    /// The bitmap of key `i`, checked against its checksum.
     fn bitmap(&self, keys: &Keys, i: usize) -> Result<RoaringBitmap, SearchIndexError> {
-        let (start, end) = (keys.offsets[i], keys.offsets[i + 1]);
-        let mut bytes = vec![0u8; end.saturating_sub(start) as usize];
-        self.file
-            .read_exact_at(&mut bytes, start)
-            .map_err(|source| SearchIndexError::Io { path: self.path.clone(), source })?;
-        if xxhash_rust::xxh3::xxh3_64(&bytes) as u32 != keys.checksums[i] {
+        let (start, len, checksum) = keys.spans[i];
+        let bytes = &self.map[start as usize..start as usize + len as usize];
+        if xxhash_rust::xxh3::xxh3_64(bytes) as u32 != checksum {
             return Err(self.corrupt(format!("the bitmap at {start} does not match its checksum")));
         }
-        RoaringBitmap::deserialize_from(bytes.as_slice())
-            .map_err(|e| self.corrupt(format!("the bitmap at {start}: {e}")))
+        RoaringBitmap::deserialize_from(bytes).map_err(|e| self.corrupt(format!("the bitmap at {start}: {e}")))
     }
 
     fn union(&self, keys: &Keys, indexes: impl IntoIterator<Item = usize>) -> Result<RoaringBitmap, SearchIndexError> {
@@ -480,8 +554,8 @@ impl SearchIndex {
         Ok(bitmaps.union())
     }
 
-    fn position(&self, ordinal: u32) -> u64 {
-        if ordinal >= UPPER { self.lower + u64::from(ordinal - UPPER) } else { u64::from(ordinal) }
+    fn position(&self, ordinal: u32) -> usize {
+        (if ordinal >= UPPER { self.lower + u64::from(ordinal - UPPER) } else { u64::from(ordinal) }) as usize
     }
 
     /// Ordinals of the positions `range`.
@@ -498,22 +572,33 @@ impl SearchIndex {
         out
     }
 
-    fn packed_at(&self, position: u64) -> Result<u64, SearchIndexError> {
-        let mut bytes = [0u8; 8];
-        self.file
-            .read_exact_at(&mut bytes, self.cnpjs_at + position * 8)
-            .map_err(|source| SearchIndexError::Io { path: self.path.clone(), source })?;
-        Ok(u64::from_le_bytes(bytes))
+    fn packed_at(&self, position: usize) -> u64 {
+        let at = self.columns[0] + position * 8;
+        u64::from_le_bytes(self.map[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    fn day_at(&self, position: usize) -> u8 {
+        self.map[self.columns[1] + position]
+    }
+
+    fn cep_suffix_at(&self, position: usize) -> u16 {
+        let at = self.columns[2] + position * 2;
+        u16::from_le_bytes(self.map[at..at + 2].try_into().expect("2 bytes"))
     }
 
     /// The first position whose packed CNPJ is not below `packed`.
-    fn lower_bound(&self, packed: u64) -> Result<u64, SearchIndexError> {
+    fn lower_bound(&self, packed: u64) -> u64 {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.packed_at(mid)? < packed { lo = mid + 1 } else { hi = mid }
+            if self.packed_at(mid as usize) < packed { lo = mid + 1 } else { hi = mid }
         }
-        Ok(lo)
+        lo
+    }
+
+    /// `set` filtered by `keep(position)`.
+    fn filtered(&self, set: &RoaringBitmap, keep: impl Fn(usize) -> bool) -> RoaringBitmap {
+        RoaringBitmap::from_sorted_iter(set.iter().filter(|&o| keep(self.position(o)))).expect("ascending")
     }
 
     /// The establishments of one condition, and whether they are exactly its matches.
@@ -524,11 +609,10 @@ impl SearchIndex {
                     14 => (pack(cnpj.as_bytes()), pack(cnpj.as_bytes())),
                     _ => (pack(format!("{cnpj}0000").as_bytes()), pack(format!("{cnpj}ZZZZ").as_bytes())),
                 };
-                let start = self.lower_bound(first)?;
-                let end = self.lower_bound(last.saturating_add(1))?;
+                let (start, end) = (self.lower_bound(first), self.lower_bound(last.saturating_add(1)));
                 let mut set = self.ordinals(start..end);
                 // A full CNPJ must also have its check digits.
-                if cnpj.len() == 14 && start < end && unpack(self.packed_at(start)?) != *cnpj {
+                if cnpj.len() == 14 && start < end && unpack(self.packed_at(start as usize)) != *cnpj {
                     set.clear();
                 }
                 (set, true)
@@ -538,25 +622,44 @@ impl SearchIndex {
                 (self.union(keys, values.iter().filter_map(|v| keys.find(v.as_bytes())))?, true)
             }
             Condition::Opening { from, to } => {
-                let days = self.keys("dia")?;
-                if days.len() == 0 {
+                let months = self.keys("mes")?;
+                if months.len() == 0 {
                     return Ok(Some((RoaringBitmap::new(), true)));
                 }
-                let day = |i: usize| parse_date(std::str::from_utf8(days.key(i)).unwrap_or_default());
-                let bound = |text: &Option<String>, default: Option<i32>| match text {
-                    Some(t) => parse_date(t),
-                    None => default,
+                // Open ends: the first and last months held.
+                let month_day = |i: usize, last: bool| {
+                    let key = std::str::from_utf8(months.key(i)).unwrap_or_default();
+                    let first = parse_date(&format!("{key}-01"));
+                    if last { first.map(|d| next_month(d) - 1) } else { first }
                 };
-                let (Some(from), Some(to)) = (bound(from, day(0)), bound(to, day(days.len() - 1))) else {
-                    return Err(self.corrupt("a date key does not parse".into()));
+                let from = match from {
+                    Some(t) => parse_date(t),
+                    None => month_day(0, false),
+                };
+                let to = match to {
+                    Some(t) => parse_date(t),
+                    None => month_day(months.len() - 1, true),
+                };
+                let (Some(from), Some(to)) = (from, to) else {
+                    return Err(self.corrupt("a date does not parse".into()));
                 };
                 (self.date_range(from, to)?, true)
             }
             Condition::ZipPrefix(prefix) => {
-                let level = [("cep2", 2), ("cep5", 5), ("cep8", 8)].into_iter().find(|(_, n)| *n >= prefix.len());
-                let Some((table, _)) = level else { return Ok(Some((RoaringBitmap::new(), true))) };
+                let (table, head) =
+                    if prefix.len() <= 2 { ("cep2", prefix.len()) } else { ("cep4", prefix.len().min(4)) };
                 let keys = self.keys(table)?;
-                (self.union(keys, keys.prefixed(prefix.as_bytes()))?, true)
+                let set = self.union(keys, keys.prefixed(&prefix.as_bytes()[..head]))?;
+                if prefix.len() <= 4 {
+                    (set, true)
+                } else {
+                    // The last four digits start with the rest of the prefix.
+                    let rest = &prefix[4..];
+                    let scale = 10u16.pow(4 - rest.len() as u32);
+                    let low: u16 = rest.parse::<u16>().unwrap_or(0) * scale;
+                    let range = low..low + scale;
+                    (self.filtered(&set, |p| range.contains(&self.cep_suffix_at(p))), true)
+                }
             }
             Condition::Term { table, folded } => {
                 let (words, exact) = term_words(folded);
@@ -573,35 +676,37 @@ impl SearchIndex {
         }))
     }
 
-    /// The days `from..=to` as the union of the fewest whole decades, years, months and days.
+    /// The days `from..=to`: the fewest whole decades, years and months, and the months covered
+    /// in part filtered by the day column.
     fn date_range(&self, from: i32, to: i32) -> Result<RoaringBitmap, SearchIndexError> {
-        let mut parts: Vec<(&str, String)> = Vec::new();
+        let mut parts = Vec::new();
         let mut day = from;
         while day <= to {
             let (y, m, d) = civil_from_days(day);
             let next_year = days_from_civil(y + 1, 1, 1);
             let next_decade = days_from_civil(y - y.rem_euclid(10) + 10, 1, 1);
-            let next_month = if m == 12 { next_year } else { days_from_civil(y, m + 1, 1) };
-            let (table, key, next) = if m == 1 && d == 1 && y.rem_euclid(10) == 0 && next_decade - 1 <= to {
-                ("decada", format!("{:03}", y.div_euclid(10)), next_decade)
+            let month_end = next_month(day) - 1;
+            let (table, key, days, next) = if m == 1 && d == 1 && y.rem_euclid(10) == 0 && next_decade - 1 <= to {
+                ("decada", format!("{:03}", y.div_euclid(10)), None, next_decade)
             } else if m == 1 && d == 1 && next_year - 1 <= to {
-                ("ano", format!("{y:04}"), next_year)
-            } else if d == 1 && next_month - 1 <= to {
-                ("mes", format!("{y:04}-{m:02}"), next_month)
+                ("ano", format!("{y:04}"), None, next_year)
+            } else if d == 1 && month_end <= to {
+                ("mes", format!("{y:04}-{m:02}"), None, month_end + 1)
             } else {
-                ("dia", date_text(day), day + 1)
+                let last = month_end.min(to);
+                ("mes", format!("{y:04}-{m:02}"), Some(d as u8..=(d as i32 + last - day) as u8), last + 1)
             };
-            parts.push((table, key));
-            day = next;
-        }
-        let mut bitmaps = Vec::with_capacity(parts.len());
-        for (table, key) in parts {
             let keys = self.keys(table)?;
             if let Some(i) = keys.find(key.as_bytes()) {
-                bitmaps.push(self.bitmap(keys, i)?);
+                let set = self.bitmap(keys, i)?;
+                parts.push(match days {
+                    None => set,
+                    Some(days) => self.filtered(&set, |p| days.contains(&self.day_at(p))),
+                });
             }
+            day = next;
         }
-        Ok(bitmaps.union())
+        Ok(parts.union())
     }
 
     /// The establishments that match every condition (all of them for none), or `None` when a
@@ -623,13 +728,20 @@ impl SearchIndex {
     }
 
     /// The CNPJs of the ordinals of `set` from rank `offset` on, at most `limit` of them.
-    pub fn cnpjs(&self, set: &RoaringBitmap, offset: u64, limit: u64) -> Result<Vec<String>, SearchIndexError> {
-        let Some(first) = u32::try_from(offset).ok().and_then(|o| set.select(o)) else { return Ok(Vec::new()) };
-        set.range(first..)
-            .take(limit as usize)
-            .map(|ordinal| self.packed_at(self.position(ordinal)).map(unpack))
-            .collect()
+    pub fn cnpjs(&self, set: &RoaringBitmap, offset: u64, limit: u64) -> Vec<String> {
+        let Some(first) = u32::try_from(offset).ok().and_then(|o| set.select(o)) else { return Vec::new() };
+        set.range(first..).take(limit as usize).map(|ordinal| unpack(self.packed_at(self.position(ordinal)))).collect()
     }
+}
+
+fn len_u64(n: usize) -> u64 {
+    n as u64
+}
+
+/// The first day of the month after the one of `day`.
+fn next_month(day: i32) -> i32 {
+    let (y, m, _) = civil_from_days(day);
+    if m == 12 { days_from_civil(y + 1, 1, 1) } else { days_from_civil(y, m + 1, 1) }
 }
 
 /// The intersection of `sets`, smallest first.
@@ -662,12 +774,12 @@ mod tests {
     }
 
     fn check(keys: &[&str], word: &str, place: Place, expected: &[&str]) {
-        let mut k = Keys { text: vec![b'\n'], starts: Vec::new(), offsets: Vec::new(), checksums: Vec::new() };
+        let mut k = Keys { text: vec![b'\n'], starts: Vec::new(), spans: Vec::new() };
         for key in keys {
             k.starts.push(k.text.len() as u32);
             k.text.extend_from_slice(key.as_bytes());
             k.text.push(b'\n');
-            k.checksums.push(0);
+            k.spans.push((0, 0, 0));
         }
         k.starts.push(k.text.len() as u32);
         let found: Vec<&str> = k.placed(word, place).into_iter().map(|i| keys[i]).collect();

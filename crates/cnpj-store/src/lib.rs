@@ -419,14 +419,14 @@ impl Store {
         let offset = page.saturating_sub(1).saturating_mul(per_page);
         if matches.exact {
             let total = matches.ordinals.len();
-            return Ok(Some((total, index.cnpjs(&matches.ordinals, offset, per_page)?)));
+            return Ok(Some((total, index.cnpjs(&matches.ordinals, offset, per_page))));
         }
         let Some(lookup) = &self.lookup else { return Ok(None) };
         if matches.ordinals.len() > VERIFY_LIMIT {
             return Ok(None);
         }
         let mut found = Vec::new();
-        for cnpj in index.cnpjs(&matches.ordinals, 0, VERIFY_LIMIT)? {
+        for cnpj in index.cnpjs(&matches.ordinals, 0, VERIFY_LIMIT) {
             if self.text_matches(lookup, &cnpj, filters)? {
                 found.push(cnpj);
             }
