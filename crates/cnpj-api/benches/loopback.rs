@@ -153,6 +153,14 @@ impl Drop for Server {
     }
 }
 
+/// 1,000 CNPJs of the dataset, spread over it.
+fn sample_cnpjs(db: &Path) -> Vec<String> {
+    let config = duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap();
+    let conn = duckdb::Connection::open_with_flags(db, config).expect("the dataset opens");
+    let mut stmt = conn.prepare("SELECT cnpj FROM estabelecimentos USING SAMPLE 1000 ROWS").unwrap();
+    stmt.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+}
+
 /// The search suite's queries (name, query string), with values picked from the dataset.
 fn search_suite(db: &Path) -> Vec<(String, String)> {
     let conn = duckdb::Connection::open_with_flags(
@@ -206,7 +214,7 @@ fn search_suite(db: &Path) -> Vec<(String, String)> {
         q("cnpj full", format!("cnpj={cnpj}")),
         q("name common", "trading_name=comercio".into()),
         q("name rare", format!("trading_name={rare_word}")),
-        q("name mid-word", "trading_name=ercia".into()),
+        q("name mid-word", "trading_name=merci".into()),
         q("name absent", "trading_name=zzqxjw".into()),
         q("neighborhood", "neighborhood=centro".into()),
         q("2: state+situacao", format!("state={uf}&situacao_cadastral={situacao}")),
@@ -232,13 +240,16 @@ fn search_suite(db: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// Runs `request` alone, again and again for `seconds` (at least 3 times, at most 200): the
-/// median and p99 in ms, and the response's `total`.
+/// Runs `request` alone, again and again for `seconds` (at least 3 times unless one run takes
+/// longer, at most 200): the median and p99 in ms, and the response's `total`.
 fn alone(addr: &str, request: &[u8], seconds: f64) -> (f64, f64, u64) {
     let mut conn = Conn::open(addr);
     let started = Instant::now();
     let (mut latencies, mut total) = (Vec::new(), 0);
-    while latencies.len() < 3 || (started.elapsed().as_secs_f64() < seconds && latencies.len() < 200) {
+    while latencies.is_empty()
+        || (latencies.len() < 3 && started.elapsed().as_secs_f64() < seconds)
+        || (started.elapsed().as_secs_f64() < seconds && latencies.len() < 200)
+    {
         let sent = Instant::now();
         let (status, body) = conn.call_body(request);
         latencies.push(sent.elapsed());
@@ -293,6 +304,7 @@ fn main() {
         Ok(file) => {
             std::fs::read_to_string(file).unwrap().lines().map(str::to_owned).filter(|l| !l.is_empty()).collect()
         }
+        Err(_) if std::env::var("CNPJ_BENCH_DB").is_ok() => sample_cnpjs(&db),
         Err(_) => {
             ["11222333000181", "11222333000262", "44555666000181", "12345678000195", "22333444000181", "77888999000262"]
                 .map(String::from)

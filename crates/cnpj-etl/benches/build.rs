@@ -3,7 +3,8 @@
 //! - the decompression floor: inflating every member to nowhere;
 //! - a naive baseline: the members extracted to CSV files, then imported by DuckDB's own `read_csv`
 //!   (the SQL a data engineer writes in an afternoon), extraction included;
-//! - `cnpj-etl build`: wall time, CPU time, peak RSS, dataset size, rows/s and MB/s of CSV;
+//! - `cnpj-etl build`: wall time, CPU time, peak RSS, dataset size (DuckDB file, lookup file and
+//!   search index; the index alone in the last column), rows/s and MB/s of CSV;
 //! - the store floor: DuckDB writing the built main tables once more into a new file, the part
 //!   of any DuckDB-based build that no pipeline change removes;
 //!
@@ -106,6 +107,7 @@ fn naive(dir: &Path, work: &Path) -> Duration {
     drop(conn);
     let elapsed = started.elapsed();
     let _ = std::fs::remove_dir_all(&csv);
+    let _ = std::fs::remove_file(&db);
     elapsed
 }
 
@@ -130,9 +132,12 @@ fn store_floor(db: &Path, work: &Path) -> Duration {
     elapsed
 }
 
-/// Bytes on disk of a built dataset: the DuckDB file and its lookup file.
+/// Bytes on disk of a built dataset: the DuckDB file, its lookup file and its search index.
 fn dataset_size(db: &Path) -> u64 {
-    [db.to_owned(), cnpj_store::lookup_path(db)].iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum()
+    [db.to_owned(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db)]
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum()
 }
 
 fn main() {
@@ -150,9 +155,9 @@ fn main() {
     let mem = mem.lines().next().unwrap_or("").replace("MemTotal:", "").trim().to_owned();
     println!("Build benchmark: {cpus} CPUs, {mem} memory\n");
     println!(
-        "| scale | rows | CSV MB | floor s | naive s | ours s | ours CPU s | ours peak RSS MB | dataset MB | rows/s | CSV MB/s | ours / naive | ours / floor | store floor s |"
+        "| scale | rows | CSV MB | floor s | naive s | ours s | ours CPU s | ours peak RSS MB | dataset MB | rows/s | CSV MB/s | ours / naive | ours / floor | store floor s | search index MB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let postgres = std::env::var("CNPJ_BENCH_POSTGRES")
         .ok()
         .or_else(|| std::env::var("CNPJ_TEST_POSTGRES").ok().map(|server| format!("{server}/postgres")));
@@ -171,7 +176,7 @@ fn main() {
         let store = store_floor(&db, &root);
         let mb = csv_bytes as f64 / 1e6;
         println!(
-            "| {scale} | {rows} | {mb:.0} | {:.1} | {:.1} | {:.1} | {cpu:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} | {:.1} |",
+            "| {scale} | {rows} | {mb:.0} | {:.1} | {:.1} | {:.1} | {cpu:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0} |",
             floor_time.as_secs_f64(),
             naive_time.as_secs_f64(),
             wall.as_secs_f64(),
@@ -182,6 +187,7 @@ fn main() {
             wall.as_secs_f64() / naive_time.as_secs_f64(),
             wall.as_secs_f64() / floor_time.as_secs_f64(),
             store.as_secs_f64(),
+            std::fs::metadata(cnpj_store::search_index_path(&db)).map_or(0, |m| m.len()) as f64 / 1e6,
         );
         if let Some(url) = &postgres {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
