@@ -23,13 +23,11 @@ use crate::report::{BuildReport, FileReport, TableRows, Timings, UntranslatedCod
 pub struct BuildOptions {
     pub input: PathBuf,
     pub db: PathBuf,
-    /// DuckDB's memory limit, e.g. `"2GB"`.
-    pub memory_limit: String,
+    /// The memory the build may use, in bytes: DuckDB's limit, the sort buffers and the search
+    /// index's postings are all derived from it (see [`Budget`]).
+    pub memory_limit: u64,
     /// Rows per Arrow batch handed to DuckDB.
     pub batch_rows: usize,
-    /// Bytes of encoded rows a member buffers before it sorts them and writes a run to disk;
-    /// members are read two at a time (one per core), so the build holds about twice this.
-    pub sort_buffer: usize,
     /// Bytes kept of one record; a longer record is a reject (see `cnpj_parse::Records`).
     pub max_record_bytes: usize,
     /// Build a month that fails the completeness checks (`checks`), with warnings.
@@ -45,9 +43,8 @@ impl BuildOptions {
         BuildOptions {
             input: input.into(),
             db: db.into(),
-            memory_limit: "2GB".into(),
+            memory_limit: 2_000_000_000,
             batch_rows: 32_768,
-            sort_buffer: 256 << 20,
             max_record_bytes: cnpj_parse::DEFAULT_MAX_RECORD_BYTES,
             accept_incomplete: false,
             ignore_stale: false,
@@ -379,6 +376,35 @@ fn source_file(member: &Member, id: i32, read: u64, rejected: u64, lookup_counts
     }
 }
 
+/// How the one memory limit is shared: what is left after a fixed allowance for the process
+/// itself (code, threads, zip and batch buffers in flight) goes 50 % to DuckDB, 30 % to the two
+/// members' sort buffers and 20 % to the search index's postings of the two feeds that run at
+/// once. Measured in the build benchmark (peak RSS against the limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// DuckDB's `memory_limit`, in bytes.
+    pub duckdb: u64,
+    /// One member's sort buffer (two members are read at once).
+    pub sort_buffer: usize,
+    /// One feed's postings before they are spilled.
+    pub postings: usize,
+}
+
+/// What the process needs besides the shared buffers.
+const PROCESS_BYTES: u64 = 120_000_000;
+
+impl Budget {
+    pub fn of(limit: u64) -> Budget {
+        let shared = limit.saturating_sub(PROCESS_BYTES).max(64 << 20);
+        Budget {
+            duckdb: shared / 2,
+            sort_buffer: (shared * 3 / 20) as usize,
+            // The postings' own estimate runs about half of what they take.
+            postings: (shared / 20) as usize,
+        }
+    }
+}
+
 /// Builds the dataset of `opts.input` into `opts.db`. On any error the target is left untouched.
 pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
@@ -421,9 +447,11 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     labels.rows.iter().for_each(|r| label_batch.push(r));
     timings.lookups = started.elapsed().as_secs_f64();
 
-    let mut loader = Loader::create(&opts.db, &opts.memory_limit, rayon::current_num_threads())?;
+    let budget = Budget::of(opts.memory_limit);
+    tracing::debug!(?budget, "memory");
+    let mut loader = Loader::create(&opts.db, budget.duckdb, rayon::current_num_threads())?;
     let (lookup_file, search_file) = loader.serving_files();
-    let serving_writer = cnpj_index::ServingWriter::create(&lookup_file, &search_file)?;
+    let serving_writer = cnpj_index::ServingWriter::create(&lookup_file, &search_file, budget.postings)?;
     let serving = &serving_writer;
     let session = loader.session()?;
     for batch in [label_batch.take(), municipio_batch.take(), lookup_rejects.take()] {
@@ -432,7 +460,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
 
     observer.stage("sorting the main tables and storing them");
     let load_started = Instant::now();
-    let spill = loader.spill(opts.sort_buffer)?;
+    let spill = loader.spill(budget.sort_buffer)?;
     // Establishments first: the biggest table takes the longest to store, so it is stored while
     // the other members are read, and then while the other tables are stored. Biggest first
     // within each part keeps both cores busy.
@@ -566,6 +594,14 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_shares_the_limit() {
+        let b = Budget::of(2_000_000_000);
+        assert_eq!(b.duckdb, 940_000_000);
+        assert_eq!(b.duckdb + 2 * b.sort_buffer as u64 + 4 * b.postings as u64 + PROCESS_BYTES, 2_000_000_000);
+        assert!(Budget::of(0).sort_buffer > 0, "a floor for absurd limits");
+    }
 
     #[test]
     fn natural_order_compares_digit_runs_as_numbers() {

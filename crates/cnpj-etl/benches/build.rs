@@ -12,7 +12,8 @@
 //! `CNPJ_TEST_POSTGRES`, the server that `scripts/with-postgres` starts), a second table gives the
 //! Postgres load of the same dataset (`cnpj-etl publish`): time, rows/s, peak RSS, size on disk.
 //! Run: `cargo bench -p cnpj-etl --bench build` with `CNPJ_BENCH_SCALES=0.01,0.03,0.1` (default
-//! `0.001`); `CNPJ_BENCH_DIR` keeps the data there.
+//! `0.001`); `CNPJ_BENCH_DIR` keeps the data there; `CNPJ_BENCH_MEMORY_LIMITS=500MB,2000MB` builds
+//! each month again under each limit and prints its peak RSS against the limit.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -162,6 +163,11 @@ fn main() {
         .ok()
         .or_else(|| std::env::var("CNPJ_TEST_POSTGRES").ok().map(|server| format!("{server}/postgres")));
     let mut pg_lines = Vec::new();
+    // `CNPJ_BENCH_MEMORY_LIMITS=500MB,2000MB`: the build again under each limit (in MB).
+    let limits: Vec<String> = std::env::var("CNPJ_BENCH_MEMORY_LIMITS")
+        .map(|v| v.split(',').map(|l| l.trim().to_owned()).collect())
+        .unwrap_or_default();
+    let mut limit_lines = Vec::new();
     for scale in scales {
         let dir = root.join(format!("scale-{scale}"));
         let opts = cnpj_synth::SynthOptions::new(scale, &dir);
@@ -189,6 +195,22 @@ fn main() {
             store.as_secs_f64(),
             std::fs::metadata(cnpj_store::search_index_path(&db)).map_or(0, |m| m.len()) as f64 / 1e6,
         );
+        for limit in &limits {
+            let db = root.join(format!("limited-{scale}.duckdb"));
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
+            cmd.args(["build", "--quiet", "--memory-limit", limit, "--input"]).arg(&dir).arg("--db").arg(&db);
+            let (wall, _, rss) = measure_child(cmd);
+            let bytes: f64 = limit.trim_end_matches("MB").parse::<f64>().map_or(0.0, |mb| mb * 1e6);
+            limit_lines.push(format!(
+                "| {scale} | {limit} | {:.1} | {:.0} | {:+.0} |",
+                wall.as_secs_f64(),
+                rss as f64 / 1e6,
+                (rss as f64 - bytes) / 1e6
+            ));
+            for path in [db.clone(), cnpj_store::lookup_path(&db), cnpj_store::search_index_path(&db)] {
+                let _ = std::fs::remove_file(path);
+            }
+        }
         if let Some(url) = &postgres {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
             cmd.args(["publish", "--quiet", "--schema", "bench", "--postgres", url, "--db"]).arg(&db);
@@ -221,6 +243,14 @@ fn main() {
                 size as f64 / 1e6,
                 wall.as_secs_f64() + pg_wall.as_secs_f64(),
             ));
+        }
+    }
+    if !limit_lines.is_empty() {
+        println!("\nThe same month under a memory limit (`--memory-limit`): peak RSS against the limit\n");
+        println!("| scale | limit | wall s | peak RSS MB | RSS − limit MB |");
+        println!("|---|---|---|---|---|");
+        for line in limit_lines {
+            println!("{line}");
         }
     }
     if !pg_lines.is_empty() {

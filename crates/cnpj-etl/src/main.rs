@@ -46,9 +46,9 @@ enum Command {
         /// Also write the build report (JSON) here.
         #[arg(long)]
         report: Option<PathBuf>,
-        /// DuckDB's memory limit during the build.
-        #[arg(long, default_value = "2GB")]
-        memory_limit: String,
+        /// The memory the build may use (DuckDB, sort buffers, search index), e.g. 500MB, 2GB.
+        #[arg(long, default_value = "2GB", value_parser = parse_bytes)]
+        memory_limit: u64,
         #[command(flatten)]
         checks: CheckArgs,
     },
@@ -72,8 +72,9 @@ enum Command {
         work: PathBuf,
         #[arg(long)]
         db: PathBuf,
-        #[arg(long, default_value = "2GB")]
-        memory_limit: String,
+        /// The memory the build may use (DuckDB, sort buffers, search index), e.g. 500MB, 2GB.
+        #[arg(long, default_value = "2GB", value_parser = parse_bytes)]
+        memory_limit: u64,
         #[command(flatten)]
         checks: CheckArgs,
         #[command(flatten)]
@@ -145,6 +146,28 @@ impl CheckArgs {
             ..opts
         }
     }
+}
+
+/// A size such as `500MB`, `2GB`, `1.5GiB` or a number of bytes (decimal units: KB, MB, GB, TB;
+/// binary: KiB, MiB, GiB, TiB).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| format!("{text:?} is not a size such as 500MB or 2GB"))?;
+    let scale = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1u64,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        "KIB" => 1 << 10,
+        "MIB" => 1 << 20,
+        "GIB" => 1 << 30,
+        "TIB" => 1 << 40,
+        other => return Err(format!("unknown unit {other:?} (use KB, MB, GB, KiB, MiB or GiB)")),
+    };
+    Ok((number * scale as f64) as u64)
 }
 
 /// Checks, before any work, that `path` can be written (its folder exists and takes files).
@@ -430,4 +453,24 @@ fn fetch(opts: &cnpj_download::DownloadOptions, quiet: bool) -> anyhow::Result<c
         );
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, expected: Result<u64, ()>) {
+        assert_eq!(parse_bytes(text).map_err(|_| ()), expected, "{text}");
+    }
+
+    #[test]
+    fn sizes() {
+        check("500MB", Ok(500_000_000));
+        check("2GB", Ok(2_000_000_000));
+        check("1.5GiB", Ok(1_610_612_736));
+        check("4096", Ok(4096));
+        check("2 gb", Ok(2_000_000_000));
+        check("lots", Err(()));
+        check("2XB", Err(()));
+    }
 }

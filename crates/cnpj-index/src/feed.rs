@@ -52,6 +52,8 @@ pub struct ServingWriter {
     search_path: PathBuf,
     state: Mutex<State>,
     changed: Condvar,
+    /// The memory a feed's postings may take (estimated) before they are spilled to a file.
+    spill_bytes: usize,
     finished: bool,
 }
 
@@ -60,9 +62,6 @@ impl std::fmt::Debug for ServingWriter {
         write!(f, "ServingWriter({}, {})", self.lookup_path.display(), self.search_path.display())
     }
 }
-
-/// The memory a feed's postings take (estimated) before they are spilled to a file.
-const SPILL_BYTES: usize = 64 << 20;
 
 fn half(part: Part) -> usize {
     usize::from(part == Part::Upper)
@@ -73,13 +72,15 @@ fn part_name(part: Part) -> &'static str {
 }
 
 impl ServingWriter {
-    pub fn create(lookup_path: &Path, search_path: &Path) -> Result<ServingWriter, IndexError> {
+    /// `spill_bytes`: the memory each feed's postings may take before they are spilled.
+    pub fn create(lookup_path: &Path, search_path: &Path, spill_bytes: usize) -> Result<ServingWriter, IndexError> {
         Ok(ServingWriter {
             lookup: Some(Writer::create(lookup_path)?),
             lookup_path: lookup_path.to_owned(),
             search_path: search_path.to_owned(),
             state: Mutex::default(),
             changed: Condvar::new(),
+            spill_bytes,
             finished: false,
         })
     }
@@ -306,7 +307,7 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
         }
         p.add_words(Table::Nome, &r.nome_fantasia_fold, ordinal..ordinal + 1);
         p.add_words(Table::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
-        if p.bytes > SPILL_BYTES {
+        if p.bytes > self.writer.spill_bytes {
             self.writer.spill(&mut self.postings)?;
         }
 
@@ -426,7 +427,7 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
             p.add_range(Table::Porte, &r.porte_empresa, ordinals.clone());
             p.add_range(Table::Natureza, &r.natureza_juridica, ordinals.clone());
             p.add_words(Table::Nome, &r.razao_social_fold, ordinals);
-            if p.bytes > SPILL_BYTES {
+            if p.bytes > self.writer.spill_bytes {
                 self.writer.spill(&mut self.postings)?;
             }
         }

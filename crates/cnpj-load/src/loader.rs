@@ -109,8 +109,8 @@ impl std::fmt::Debug for Loader {
 
 impl Loader {
     /// Creates the temporary database beside `target` with the staging tables.
-    /// `memory_limit` is DuckDB's (e.g. `"2GB"`); `threads` its worker threads.
-    pub fn create(target: &Path, memory_limit: &str, threads: usize) -> Result<Loader, LoadError> {
+    /// `memory_limit` is DuckDB's, in bytes; `threads` its worker threads.
+    pub fn create(target: &Path, memory_limit: u64, threads: usize) -> Result<Loader, LoadError> {
         let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
         let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.is_dir() {
@@ -126,7 +126,7 @@ impl Loader {
         let conn = Connection::open(&loader.tmp).map_err(db(format!("cannot create {}", loader.tmp.display())))?;
         // Insertion order stays on (DuckDB's default): the served tables are appended in key
         // order, and without it DuckDB stores an appender's chunks out of order.
-        let mut setup = format!("SET memory_limit = '{memory_limit}'; SET threads = {threads};");
+        let mut setup = format!("SET memory_limit = '{}KB'; SET threads = {threads};", memory_limit / 1000);
         for (table, schema) in tables() {
             setup.push_str(&ddl(table, &schema));
             setup.push(';');
