@@ -40,6 +40,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use roaring::{MultiOps, RoaringBitmap};
 
@@ -445,6 +446,19 @@ pub struct SearchIndex {
     /// Offsets of the CNPJ, day and CEP columns.
     columns: [usize; 3],
     tables: HashMap<String, Keys>,
+    cache: Mutex<Cache>,
+}
+
+/// Bitmaps of at least this many bytes are kept once read (about 1.5 % of the establishments).
+const CACHED_FROM: usize = 128 << 10;
+/// The bytes of bitmaps kept; past it the cache starts over.
+const CACHE_BYTES: usize = 256 << 20;
+
+/// Big bitmaps already read, by offset.
+#[derive(Default)]
+struct Cache {
+    map: HashMap<u64, Arc<RoaringBitmap>>,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -514,7 +528,7 @@ impl SearchIndex {
             Some((lower, upper, columns, tables, build_id))
         })();
         let (lower, upper, columns, tables, build_id) = parsed.ok_or_else(|| invalid("corrupt directory"))?;
-        Ok(SearchIndex { map, path: path.to_owned(), build_id, lower, upper, columns, tables })
+        Ok(SearchIndex { map, path: path.to_owned(), build_id, lower, upper, columns, tables, cache: Mutex::default() })
     }
 
     /// The build this index was written for.
@@ -539,19 +553,44 @@ impl SearchIndex {
         self.tables.get(table).ok_or_else(|| self.corrupt(format!("no posting table {table}")))
     }
 
-    /// The bitmap of key `i`, checked against its checksum.
-    fn bitmap(&self, keys: &Keys, i: usize) -> Result<RoaringBitmap, SearchIndexError> {
+    /// The bitmap of key `i`, checked against its checksum; the big ones (the broad filters,
+    /// whose reading and checking is most of a search's time) kept once read, up to
+    /// [`CACHE_BYTES`].
+    fn bitmap(&self, keys: &Keys, i: usize) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
         let (start, len, checksum) = keys.spans[i];
+        let cached = len as usize >= CACHED_FROM;
+        if cached && let Some(hit) = self.cache.lock().unwrap_or_else(PoisonError::into_inner).map.get(&start) {
+            return Ok(Arc::clone(hit));
+        }
         let bytes = &self.map[start as usize..start as usize + len as usize];
         if xxhash_rust::xxh3::xxh3_64(bytes) as u32 != checksum {
             return Err(self.corrupt(format!("the bitmap at {start} does not match its checksum")));
         }
-        RoaringBitmap::deserialize_from(bytes).map_err(|e| self.corrupt(format!("the bitmap at {start}: {e}")))
+        let bitmap = RoaringBitmap::deserialize_from(bytes)
+            .map(Arc::new)
+            .map_err(|e| self.corrupt(format!("the bitmap at {start}: {e}")))?;
+        if cached {
+            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            if cache.bytes + len as usize > CACHE_BYTES {
+                cache.map.clear();
+                cache.bytes = 0;
+            }
+            cache.bytes += len as usize;
+            cache.map.insert(start, Arc::clone(&bitmap));
+        }
+        Ok(bitmap)
     }
 
-    fn union(&self, keys: &Keys, indexes: impl IntoIterator<Item = usize>) -> Result<RoaringBitmap, SearchIndexError> {
-        let bitmaps = indexes.into_iter().map(|i| self.bitmap(keys, i)).collect::<Result<Vec<_>, _>>()?;
-        Ok(bitmaps.union())
+    fn union(
+        &self,
+        keys: &Keys,
+        indexes: impl IntoIterator<Item = usize>,
+    ) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let mut bitmaps = indexes.into_iter().map(|i| self.bitmap(keys, i)).collect::<Result<Vec<_>, _>>()?;
+        if bitmaps.len() == 1 {
+            return Ok(bitmaps.pop().expect("one"));
+        }
+        Ok(Arc::new(bitmaps.iter().map(|b| b.as_ref()).union()))
     }
 
     fn position(&self, ordinal: u32) -> usize {
@@ -602,7 +641,7 @@ impl SearchIndex {
     }
 
     /// The establishments of one condition, and whether they are exactly its matches.
-    fn condition(&self, condition: &Condition) -> Result<Option<(RoaringBitmap, bool)>, SearchIndexError> {
+    fn condition(&self, condition: &Condition) -> Result<Option<(Arc<RoaringBitmap>, bool)>, SearchIndexError> {
         Ok(Some(match condition {
             Condition::Cnpj(cnpj) => {
                 let (first, last) = match cnpj.len() {
@@ -615,7 +654,7 @@ impl SearchIndex {
                 if cnpj.len() == 14 && start < end && unpack(self.packed_at(start as usize)) != *cnpj {
                     set.clear();
                 }
-                (set, true)
+                (Arc::new(set), true)
             }
             Condition::AnyOf { table, values } => {
                 let keys = self.keys(table)?;
@@ -624,7 +663,7 @@ impl SearchIndex {
             Condition::Opening { from, to } => {
                 let months = self.keys("mes")?;
                 if months.len() == 0 {
-                    return Ok(Some((RoaringBitmap::new(), true)));
+                    return Ok(Some((Arc::default(), true)));
                 }
                 // Open ends: the first and last months held.
                 let month_day = |i: usize, last: bool| {
@@ -643,7 +682,7 @@ impl SearchIndex {
                 let (Some(from), Some(to)) = (from, to) else {
                     return Err(self.corrupt("a date does not parse".into()));
                 };
-                (self.date_range(from, to)?, true)
+                (Arc::new(self.date_range(from, to)?), true)
             }
             Condition::ZipPrefix(prefix) => {
                 let (table, head) =
@@ -658,7 +697,7 @@ impl SearchIndex {
                     let scale = 10u16.pow(4 - rest.len() as u32);
                     let low: u16 = rest.parse::<u16>().unwrap_or(0) * scale;
                     let range = low..low + scale;
-                    (self.filtered(&set, |p| range.contains(&self.cep_suffix_at(p))), true)
+                    (Arc::new(self.filtered(&set, |p| range.contains(&self.cep_suffix_at(p)))), true)
                 }
             }
             Condition::Term { table, folded } => {
@@ -671,7 +710,7 @@ impl SearchIndex {
                 for (word, place) in words {
                     sets.push(self.union(keys, keys.placed(word, place))?);
                 }
-                (intersect(sets), exact)
+                (Arc::new(intersect(sets)), exact)
             }
         }))
     }
@@ -701,12 +740,12 @@ impl SearchIndex {
                 let set = self.bitmap(keys, i)?;
                 parts.push(match days {
                     None => set,
-                    Some(days) => self.filtered(&set, |p| days.contains(&self.day_at(p))),
+                    Some(days) => Arc::new(self.filtered(&set, |p| days.contains(&self.day_at(p)))),
                 });
             }
             day = next;
         }
-        Ok(parts.union())
+        Ok(parts.iter().map(|b| b.as_ref()).union())
     }
 
     /// The establishments that match every condition (all of them for none), or `None` when a
@@ -719,7 +758,7 @@ impl SearchIndex {
             let Some((set, is_exact)) = self.condition(condition)? else { return Ok(None) };
             exact &= is_exact;
             if set.is_empty() {
-                return Ok(Some(Matches { ordinals: set, exact: true }));
+                return Ok(Some(Matches { ordinals: RoaringBitmap::new(), exact: true }));
             }
             sets.push(set);
         }
@@ -745,15 +784,17 @@ fn next_month(day: i32) -> i32 {
 }
 
 /// The intersection of `sets`, smallest first.
-fn intersect(mut sets: Vec<RoaringBitmap>) -> RoaringBitmap {
-    sets.sort_by_key(RoaringBitmap::len);
+fn intersect(mut sets: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
+    sets.sort_by_key(|s| s.len());
     let mut sets = sets.into_iter();
-    let Some(mut acc) = sets.next() else { return RoaringBitmap::new() };
+    let Some(first) = sets.next() else { return RoaringBitmap::new() };
+    let Some(second) = sets.next() else { return (*first).clone() };
+    let mut acc = first.as_ref() & second.as_ref();
     for set in sets {
         if acc.is_empty() {
             break;
         }
-        acc &= set;
+        acc &= set.as_ref();
     }
     acc
 }
