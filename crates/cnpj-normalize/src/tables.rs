@@ -23,6 +23,8 @@ pub enum Reject {
         bytes: u64,
         cap: u64,
     },
+    /// The member ended inside one of its quoted fields: the record was cut short.
+    Unterminated,
     Cnpj {
         value: String,
         error: InvalidCnpj,
@@ -47,6 +49,7 @@ impl fmt::Display for Reject {
             Reject::TooLong { bytes, cap } => {
                 write!(f, "record of {bytes} bytes is over the {cap}-byte cap (kept: its beginning)")
             }
+            Reject::Unterminated => write!(f, "the member ends inside a quoted field of this record (cut short)"),
             Reject::Cnpj { value, error } => write!(f, "invalid CNPJ {value:?}: {error}"),
             Reject::CnpjBasico { value } => {
                 write!(f, "invalid cnpj_basico {value:?}: 8 characters of [0-9A-Z] expected")
@@ -118,10 +121,12 @@ impl Normalizer {
         }
     }
 
-    /// A record cut at the reader's cap is a reject, whatever its kind.
+    /// A record cut at the reader's cap, or by the end of its member inside a quoted field, is a
+    /// reject, whatever its kind.
     fn whole(rec: &(impl Fields + ?Sized)) -> Result<(), Reject> {
         match rec.over_cap() {
             Some((bytes, cap)) => Err(Reject::TooLong { bytes, cap }),
+            None if rec.unterminated() => Err(Reject::Unterminated),
             None => Ok(()),
         }
     }
@@ -553,6 +558,40 @@ mod tests {
         let cols = TaxRegimeColumns { ano: 0, cnpj: 1, forma: 2 };
         let got = n.tax_regime(&Cut(&[b"2023", b"00.000.000/0001-91", b"LUCRO REAL"]), cols, &mut RegimeRow::default());
         assert!(matches!(got, Err(Reject::TooLong { .. })));
+    }
+
+    /// A record the end of its member cut inside a quoted field.
+    struct Unterminated<'a>(&'a [&'a [u8]]);
+
+    impl Fields for Unterminated<'_> {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn field(&self, i: usize) -> &[u8] {
+            self.0.get(i).copied().unwrap_or_default()
+        }
+        fn unterminated(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn record_cut_inside_a_quoted_field_is_a_reject_of_any_kind() {
+        let mut n = Normalizer::default();
+        let got = n.lookup(FileKind::Cnaes, &Unterminated(&[b"0111301", b"CULTIVO DE AR"]), &mut LookupRow::default());
+        assert_eq!(got, Err(Reject::Unterminated));
+        assert_eq!(got.unwrap_err().to_string(), "the member ends inside a quoted field of this record (cut short)");
+        let raw = fields(&ESTAB);
+        let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+        let got = n.estabelecimento(&Unterminated(&slices), &mut EstabelecimentoRow::default());
+        assert_eq!(got, Err(Reject::Unterminated));
+        let cols = TaxRegimeColumns { ano: 0, cnpj: 1, forma: 2 };
+        let got = n.tax_regime(
+            &Unterminated(&[b"2023", b"00.000.000/0001-91", b"LUCRO REAL"]),
+            cols,
+            &mut RegimeRow::default(),
+        );
+        assert_eq!(got, Err(Reject::Unterminated));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Memory is bounded whatever the input: a record is kept up to a cap ([`DEFAULT_MAX_RECORD_BYTES`]
 //! unless [`Records::max_record_bytes`] says otherwise) and the rest of an over-long record is
 //! skipped (the record comes out with [`Record::over_cap`] set, for the caller to reject); lines are
-//! counted, never remembered, so a member of nothing but newlines costs nothing.
+//! counted, never remembered, so a member of nothing but newlines costs nothing. A member that
+//! ends inside a quoted field (cut short) gives a last record with [`Record::unterminated`] set.
 
 use std::io::Read;
 
@@ -40,10 +41,24 @@ impl TextStats {
     }
 }
 
+/// Where the bytes consumed so far stand in the quoting, as csv-core reads them: at a field's
+/// start, in an unquoted field, in a quoted one, or just after a quote inside a quoted one (which
+/// either closes the field or, doubled, is a quote).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Quoting {
+    #[default]
+    FieldStart,
+    Unquoted,
+    Quoted,
+    QuoteInQuoted,
+}
+
 /// Line and encoding bookkeeping over the bytes the parser consumes: a few counters, whatever
 /// the input.
 #[derive(Default)]
 struct Scan {
+    delimiter: u8,
+    quoting: Quoting,
     /// Line terminators passed: `\n`, `\r`, or `\r\n` counted once.
     terminators: u64,
     last_was_cr: bool,
@@ -58,8 +73,13 @@ impl Scan {
     /// not a line terminator (where a record starts: the parser skips empty lines).
     fn feed(&mut self, bytes: &[u8], find_start: bool) -> Option<u64> {
         let mut start = None;
+        // csv-core skips a UTF-8 byte-order mark at the very start: it opens no field.
+        let skip = if self.stats.bytes == 0 && bytes.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
         self.stats.bytes += bytes.len() as u64;
-        for &b in bytes {
+        for (i, &b) in bytes.iter().enumerate() {
+            if i >= skip {
+                self.quote(b);
+            }
             match b {
                 b'\n' => {
                     if !self.last_was_cr {
@@ -81,6 +101,19 @@ impl Scan {
             self.encoding(b);
         }
         start
+    }
+
+    fn quote(&mut self, b: u8) {
+        let ends_field = b == self.delimiter || b == b'\n' || b == b'\r';
+        self.quoting = match (self.quoting, b) {
+            (Quoting::FieldStart, b'"') => Quoting::Quoted,
+            (Quoting::FieldStart | Quoting::Unquoted | Quoting::QuoteInQuoted, _) if ends_field => Quoting::FieldStart,
+            (Quoting::FieldStart | Quoting::Unquoted, _) => Quoting::Unquoted,
+            (Quoting::Quoted, b'"') => Quoting::QuoteInQuoted,
+            (Quoting::Quoted, _) => Quoting::Quoted,
+            (Quoting::QuoteInQuoted, b'"') => Quoting::Quoted,
+            (Quoting::QuoteInQuoted, _) => Quoting::Unquoted,
+        };
     }
 
     fn encoding(&mut self, b: u8) {
@@ -115,6 +148,7 @@ pub struct Record<'a> {
     bytes: &'a [u8],
     ends: &'a [usize],
     over_cap: Option<(u64, u64)>,
+    unterminated: bool,
 }
 
 impl<'a> Record<'a> {
@@ -139,6 +173,10 @@ impl cnpj_model::rows::Fields for Record<'_> {
     fn over_cap(&self) -> Option<(u64, u64)> {
         self.over_cap
     }
+
+    fn unterminated(&self) -> bool {
+        self.unterminated
+    }
 }
 
 /// A lending reader of records: call [`Records::advance`], then look at [`Records::record`].
@@ -159,6 +197,7 @@ pub struct Records<R: Read> {
     scratch_ends: Vec<usize>,
     max_record: usize,
     over_cap: Option<(u64, u64)>,
+    unterminated: bool,
     scan: Scan,
     consumed: u64,
     has_headers: bool,
@@ -201,7 +240,8 @@ impl<R: Read> Records<R> {
             scratch_ends: vec![0; 1024],
             max_record: DEFAULT_MAX_RECORD_BYTES,
             over_cap: None,
-            scan: Scan::default(),
+            unterminated: false,
+            scan: Scan { delimiter, ..Scan::default() },
             consumed: 0,
             has_headers,
             headers: None,
@@ -252,6 +292,7 @@ impl<R: Read> Records<R> {
         }
         self.used = (0, 0);
         self.over_cap = None;
+        self.unterminated = false;
         let mut skipped: u64 = 0;
         let mut start_line = None;
         loop {
@@ -309,6 +350,8 @@ impl<R: Read> Records<R> {
                         }
                     }
                     self.line = start_line.unwrap_or(self.scan.terminators + 1);
+                    // The input ran out inside a quoted field: csv-core ends the record there.
+                    self.unterminated = self.eof && self.at == self.filled && self.scan.quoting == Quoting::Quoted;
                     return Ok(true);
                 }
                 ReadRecordResult::End => {
@@ -320,7 +363,12 @@ impl<R: Read> Records<R> {
     }
 
     pub fn record(&self) -> Record<'_> {
-        Record { bytes: &self.bytes[..self.used.0], ends: &self.ends[..self.used.1], over_cap: self.over_cap }
+        Record {
+            bytes: &self.bytes[..self.used.0],
+            ends: &self.ends[..self.used.1],
+            over_cap: self.over_cap,
+            unterminated: self.unterminated,
+        }
     }
 
     /// Physical line (1-based) where the current record starts.
@@ -413,6 +461,37 @@ mod tests {
         let expected: Vec<(u64, String)> = (1..=10).map(|i| (i, i.to_string())).collect();
         assert_eq!(lines, expected);
         check(b"\"1\"\r\r\"2\"\r\n\"3\"", &[(1, &[b"1"]), (3, &[b"2"]), (4, &[b"3"])]);
+    }
+
+    #[test]
+    fn a_member_cut_inside_a_quoted_field_ends_in_an_unterminated_record() {
+        let last = |input: &[u8]| {
+            let mut r = Records::rfb(input);
+            let mut out = None;
+            while r.advance().unwrap() {
+                let rec = r.record();
+                out = Some((r.line(), rec.count(), rec.unterminated()));
+                if rec.unterminated() {
+                    assert!(!r.advance().unwrap(), "a record after the end");
+                }
+            }
+            out
+        };
+        // Cut inside the last field: as many fields as a whole record, but cut (fuzz: Cnaes cut
+        // inside a label was loaded with half its label).
+        assert_eq!(last(b"\"1\";\"A\"\n\"2\";\"CULTIVO DE AR"), Some((2, 2, true)));
+        assert_eq!(last(b"\"1\";\"A\"\n\"2\";\""), Some((2, 2, true)));
+        assert_eq!(last(b"\"1\";\"A\nB"), Some((1, 2, true)));
+        assert_eq!(last(b"\"1\";\"A \"\"B"), Some((1, 2, true)));
+        assert_eq!(last("\u{feff}\"1\";\"A".as_bytes()), Some((1, 2, true)));
+        // Whole records, with or without a last newline, a doubled quote, a BOM, CR alone.
+        assert_eq!(last(b"\"1\";\"A\""), Some((1, 2, false)));
+        assert_eq!(last(b"\"1\";\"A \"\"B\"\"\"\r\n\n"), Some((1, 2, false)));
+        assert_eq!(last("\u{feff}\"1\";\"A\"\r".as_bytes()), Some((1, 2, false)));
+        assert_eq!(last(b"1;A\"B"), Some((1, 2, false)));
+        let mut r = Records::tax_regime(&b"ano,cnpj\n2023,\"00.000.000/0001-91"[..]);
+        assert!(r.advance().unwrap());
+        assert!(r.record().unterminated());
     }
 
     #[test]

@@ -491,3 +491,36 @@ fn cpf_in_names_and_punctuated_forms_are_masked_and_no_served_text_holds_one() {
         assert!(found.is_empty(), "{}: {found:?}", db.display());
     }
 }
+
+/// Found by the mutation fuzzer (seed 19, case 20, a truncated member): a member that ends inside
+/// a quoted field loaded its last record with that field cut (Cnaes: half a label, as if whole).
+/// The record is a reject now, with its line.
+#[test]
+fn truncated_member_cut_inside_a_quoted_field_is_a_reject() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Cnaes.zip");
+    let (member, bytes) = first_member(&zip);
+    let head = b"\"4912402\";\"Transporte ferrovi";
+    let cut = bytes.windows(head.len()).position(|w| w == head).unwrap() + head.len();
+    write_zip(&zip, &member, &bytes[..cut]);
+    let b = build_in(&input, dir.path(), &[]);
+    assert_eq!(
+        query(
+            &b.db,
+            "SELECT r.line::VARCHAR, r.reason, r.record FROM rejects r JOIN source_files f ON f.id = r.source_file \
+             WHERE f.zip = 'Cnaes.zip'"
+        ),
+        [[
+            "900",
+            "the member ends inside a quoted field of this record (cut short)",
+            "\"4912402\";\"Transporte ferrovi\""
+        ]]
+    );
+    assert_eq!(query(&b.db, "SELECT count(*)::VARCHAR FROM labels WHERE descricao LIKE '%ferrovi'"), [["0"]]);
+    let cnaes = b.report["files"].as_array().unwrap().iter().find(|f| f["zip"] == "Cnaes.zip").unwrap();
+    assert_eq!(
+        (&cnaes["rows_read"], &cnaes["rows_loaded"], &cnaes["rows_rejected"]),
+        (&900.into(), &899.into(), &1.into())
+    );
+}
