@@ -1,12 +1,15 @@
 //! End-to-end tests of `cnpj-etl`, one binary: real builds of the project's sample dump (every
-//! gotcha), of the real RFB extract in `../shared` (when present) and of altered months,
+//! gotcha), of the real RFB extract in `../shared` (when present) and of altered or mutated months,
 //! into real DuckDB files, checked through `show`, the build report and the dataset's own tables.
 //!
 //! - `builds`: the sample dump, the real extract and synthetic months, `show`, `run`, Postgres,
 //!   the lookup file and the search index against SQL.
 //! - `hardening`: hostile and incomplete input (issue 19), one test per case.
+//! - `fuzz`: the mutation fuzzer over the sample dump (`CNPJ_FUZZ_CASES`, `CNPJ_FUZZ_SEED`;
+//!   `scripts/fuzz-build` runs it at a large count).
 
 mod builds;
+mod fuzz;
 mod hardening;
 
 use std::io::{Read, Write};
