@@ -154,6 +154,8 @@ struct Mutation {
     table: Option<FileKind>,
     detail: String,
     expect: Expect,
+    /// Line ends the mutation took away: the records on either side are one record now.
+    joined_lines: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -421,6 +423,7 @@ fn mutate(kind: Kind, rng: &mut Rng, input: &Path, baseline: &Baseline) -> Mutat
         table,
         detail: String::new(),
         expect: Expect::Any,
+        joined_lines: 0,
     };
     let set_member = |entries: &mut Vec<Entry>, bytes: Vec<u8>| {
         entries[index].bytes = bytes;
@@ -440,13 +443,14 @@ fn mutate(kind: Kind, rng: &mut Rng, input: &Path, baseline: &Baseline) -> Mutat
             m.detail = format!("at {at:?}");
         }
         Kind::FlipMemberBytes => {
-            let mut b = bytes;
+            let mut b = bytes.clone();
             let mut at = Vec::new();
             for _ in 0..rng.range(1, 5) {
                 let i = rng.below(b.len());
                 b[i] ^= rng.range(1, 256) as u8;
                 at.push(i);
             }
+            m.joined_lines = (lines(&bytes).len() as u64).saturating_sub(lines(&b).len() as u64);
             set_member(&mut entries, b);
             m.detail = format!("at {at:?}");
         }
@@ -835,7 +839,8 @@ fn checked_success(baseline: &Baseline, m: &Mutation, db: &Path, report: &Path) 
         let now_spans: BTreeMap<FileKey, u64> =
             rejects.iter().map(|(k, r)| (k.clone(), r.iter().map(|x| x.1).sum())).collect();
         let rejected_lines = spans(&now_spans).saturating_sub(spans(&baseline.reject_spans));
-        let explained = rejected_lines + duplicates.saturating_sub(base_duplicates);
+        let joined = if *zip == m.zip { m.joined_lines } else { 0 };
+        let explained = rejected_lines + joined + duplicates.saturating_sub(base_duplicates);
         let lost = base_loaded.saturating_sub(loaded);
         if lost > explained {
             return Err(format!("{zip}: {lost} rows fewer loaded, {explained} explained by rejects and duplicates"));
