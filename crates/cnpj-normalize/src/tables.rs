@@ -23,7 +23,8 @@ pub enum Reject {
         bytes: u64,
         cap: u64,
     },
-    /// The member ended inside one of its quoted fields: the record was cut short.
+    /// The member ended inside the record (in a quoted field, or after a delimiter): the record
+    /// was cut short.
     Unterminated,
     Cnpj {
         value: String,
@@ -49,7 +50,7 @@ impl fmt::Display for Reject {
             Reject::TooLong { bytes, cap } => {
                 write!(f, "record of {bytes} bytes is over the {cap}-byte cap (kept: its beginning)")
             }
-            Reject::Unterminated => write!(f, "the member ends inside a quoted field of this record (cut short)"),
+            Reject::Unterminated => write!(f, "the member ends inside this record (cut short)"),
             Reject::Cnpj { value, error } => write!(f, "invalid CNPJ {value:?}: {error}"),
             Reject::CnpjBasico { value } => {
                 write!(f, "invalid cnpj_basico {value:?}: 8 characters of [0-9A-Z] expected")
@@ -121,8 +122,8 @@ impl Normalizer {
         }
     }
 
-    /// A record cut at the reader's cap, or by the end of its member inside a quoted field, is a
-    /// reject, whatever its kind.
+    /// A record cut at the reader's cap, or by the end of its member, is a reject, whatever its
+    /// kind.
     fn whole(rec: &(impl Fields + ?Sized)) -> Result<(), Reject> {
         match rec.over_cap() {
             Some((bytes, cap)) => Err(Reject::TooLong { bytes, cap }),
@@ -561,7 +562,7 @@ mod tests {
         assert!(matches!(got, Err(Reject::TooLong { .. })));
     }
 
-    /// A record the end of its member cut inside a quoted field.
+    /// A record the end of its member cut short.
     struct Unterminated<'a>(&'a [&'a [u8]]);
 
     impl Fields for Unterminated<'_> {
@@ -581,7 +582,7 @@ mod tests {
         let mut n = Normalizer::default();
         let got = n.lookup(FileKind::Cnaes, &Unterminated(&[b"0111301", b"CULTIVO DE AR"]), &mut LookupRow::default());
         assert_eq!(got, Err(Reject::Unterminated));
-        assert_eq!(got.unwrap_err().to_string(), "the member ends inside a quoted field of this record (cut short)");
+        assert_eq!(got.unwrap_err().to_string(), "the member ends inside this record (cut short)");
         let raw = fields(&ESTAB);
         let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
         let got = n.estabelecimento(&Unterminated(&slices), &mut EstabelecimentoRow::default());

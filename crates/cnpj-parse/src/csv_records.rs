@@ -5,7 +5,8 @@
 //! unless [`Records::max_record_bytes`] says otherwise) and the rest of an over-long record is
 //! skipped (the record comes out with [`Record::over_cap`] set, for the caller to reject); lines are
 //! counted, never remembered, so a member of nothing but newlines costs nothing. A member that
-//! ends inside a quoted field (cut short) gives a last record with [`Record::unterminated`] set.
+//! ends inside a quoted field or right after a delimiter (cut short) gives a last record with
+//! [`Record::unterminated`] set.
 
 use std::io::Read;
 
@@ -41,13 +42,14 @@ impl TextStats {
     }
 }
 
-/// Where the bytes consumed so far stand in the quoting, as csv-core reads them: at a field's
-/// start, in an unquoted field, in a quoted one, or just after a quote inside a quoted one (which
-/// either closes the field or, doubled, is a quote).
+/// Where the bytes consumed so far stand in the quoting, as csv-core reads them: at a record's
+/// start, at a field's start after a delimiter, in an unquoted field, in a quoted one, or just
+/// after a quote inside a quoted one (which either closes the field or, doubled, is a quote).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Quoting {
     #[default]
-    FieldStart,
+    RecordStart,
+    AfterDelimiter,
     Unquoted,
     Quoted,
     QuoteInQuoted,
@@ -104,15 +106,15 @@ impl Scan {
     }
 
     fn quote(&mut self, b: u8) {
-        let ends_field = b == self.delimiter || b == b'\n' || b == b'\r';
+        let at_start = matches!(self.quoting, Quoting::RecordStart | Quoting::AfterDelimiter);
         self.quoting = match (self.quoting, b) {
-            (Quoting::FieldStart, b'"') => Quoting::Quoted,
-            (Quoting::FieldStart | Quoting::Unquoted | Quoting::QuoteInQuoted, _) if ends_field => Quoting::FieldStart,
-            (Quoting::FieldStart | Quoting::Unquoted, _) => Quoting::Unquoted,
             (Quoting::Quoted, b'"') => Quoting::QuoteInQuoted,
             (Quoting::Quoted, _) => Quoting::Quoted,
             (Quoting::QuoteInQuoted, b'"') => Quoting::Quoted,
-            (Quoting::QuoteInQuoted, _) => Quoting::Unquoted,
+            (_, b'"') if at_start => Quoting::Quoted,
+            (_, b) if b == self.delimiter => Quoting::AfterDelimiter,
+            (_, b'\n' | b'\r') => Quoting::RecordStart,
+            _ => Quoting::Unquoted,
         };
     }
 
@@ -354,8 +356,10 @@ impl<R: Read> Records<R> {
                         }
                     }
                     self.line = start_line.unwrap_or(self.scan.terminators + 1);
-                    // The input ran out inside a quoted field: csv-core ends the record there.
-                    self.unterminated = self.eof && self.at == self.filled && self.scan.quoting == Quoting::Quoted;
+                    // The input ran out inside a quoted field, or where a field should begin after
+                    // a delimiter: csv-core ends the record there, its last field cut or empty.
+                    self.unterminated =
+                        self.eof && matches!(self.scan.quoting, Quoting::Quoted | Quoting::AfterDelimiter);
                     return Ok(true);
                 }
                 ReadRecordResult::End => {
@@ -488,11 +492,16 @@ mod tests {
         assert_eq!(last(b"\"1\";\"A\nB"), Some((1, 2, true)));
         assert_eq!(last(b"\"1\";\"A \"\"B"), Some((1, 2, true)));
         assert_eq!(last("\u{feff}\"1\";\"A".as_bytes()), Some((1, 2, true)));
+        // Cut right after a delimiter: the last field is empty, where it had a value (fuzz: a
+        // Naturezas line cut after its code loaded the code with an empty label).
+        assert_eq!(last(b"\"1\";\"A\"\n\"2\";"), Some((2, 2, true)));
+        assert_eq!(last(b"\"1\";\"A\";"), Some((1, 3, true)));
         // Whole records, with or without a last newline, a doubled quote, a BOM, CR alone.
         assert_eq!(last(b"\"1\";\"A\""), Some((1, 2, false)));
         assert_eq!(last(b"\"1\";\"A \"\"B\"\"\"\r\n\n"), Some((1, 2, false)));
         assert_eq!(last("\u{feff}\"1\";\"A\"\r".as_bytes()), Some((1, 2, false)));
         assert_eq!(last(b"1;A\"B"), Some((1, 2, false)));
+        assert_eq!(last(b"\"1\";\"A\";\r\n"), Some((1, 3, false)));
         let mut r = Records::tax_regime(&b"ano,cnpj\n2023,\"00.000.000/0001-91"[..]);
         assert!(r.advance().unwrap());
         assert!(r.record().unterminated());
