@@ -16,7 +16,10 @@
 //!
 //! The test runs `CNPJ_FUZZ_CASES` cases (40 by default) from `CNPJ_FUZZ_SEED` (19), every kind
 //! in turn; `CNPJ_FUZZ_CASE=N` runs case N alone, `CNPJ_FUZZ_TIMEOUT` is the timeout in seconds
-//! (60), `CNPJ_FUZZ_KEEP` keeps each case's folder and `CNPJ_FUZZ_VERBOSE` prints every case. `scripts/fuzz-build` runs it at a large count.
+//! (60), `CNPJ_FUZZ_KEEP` keeps each case's folder and `CNPJ_FUZZ_VERBOSE` prints every case.
+//! `scripts/fuzz-build` runs it at a large count. Rows are accounted for by physical line: a
+//! reject spans the lines of its record, so two records joined into one reject (a line end
+//! flipped, a quote taken away) explain two rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Cursor, Read, Write};
@@ -683,7 +686,7 @@ struct Case {
 fn run_case(baseline: &Baseline, seed: u64, index: u64, timeout: Duration) -> Case {
     let mut rng = Rng(seed ^ index.wrapping_mul(0xA076_1D64_78BD_642F));
     rng.next();
-    let kind = Kind::ALL[((seed + index) % Kind::ALL.len() as u64) as usize];
+    let kind = Kind::ALL[(seed.wrapping_add(index) % Kind::ALL.len() as u64) as usize];
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("2026-09");
     copy_dir(&sample_dump(), &input);
