@@ -139,6 +139,11 @@ pub trait Fields {
     fn over_cap(&self) -> Option<(u64, u64)> {
         None
     }
+    /// Whether the input ended inside the record, in a quoted field or right after a delimiter
+    /// (a member cut short): its last field is then incomplete, and the record is a reject.
+    fn unterminated(&self) -> bool {
+        false
+    }
 }
 
 impl Fields for [&[u8]] {

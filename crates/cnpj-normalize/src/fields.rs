@@ -73,9 +73,12 @@ pub fn capital(text: &str) -> Result<Option<String>, CapitalIssue> {
         Some(rest) => (true, rest),
         None => (false, text),
     };
+    if text.is_empty() {
+        return Ok(None);
+    }
     let (int, frac) = body.split_once(',').unwrap_or((body, ""));
     if int.is_empty() && frac.is_empty() {
-        return if negative { Err(CapitalIssue::Malformed) } else { Ok(None) };
+        return Err(CapitalIssue::Malformed);
     }
     let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     let int: std::borrow::Cow<'_, str> = if int.contains('.') {
@@ -171,6 +174,7 @@ pub fn mask_company_document(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn check<T: PartialEq + std::fmt::Debug>(f: impl Fn(&str) -> T, cases: &[(&str, T)]) {
         for (input, expected) in cases {
@@ -266,6 +270,9 @@ mod tests {
                 ("1,234", Err(CapitalIssue::Malformed)),
                 ("abc", Err(CapitalIssue::Malformed)),
                 ("-", Err(CapitalIssue::Malformed)),
+                // Found by the property below: a lone comma was read as an empty capital.
+                (",", Err(CapitalIssue::Malformed)),
+                ("-,", Err(CapitalIssue::Malformed)),
             ],
         );
     }
@@ -341,5 +348,115 @@ mod tests {
                 ("", String::new()),
             ],
         );
+    }
+
+    // Fuzz targets of the field rules, on stable: a few hundred cases by default,
+    // PROPTEST_CASES=100000 for a long run.
+
+    fn field_text() -> impl Strategy<Value = String> {
+        prop_oneof!["[0-9]{0,20}", "-?[0-9.]{0,22}(,[0-9]{0,3})?", "[0-9 .,/*A-Z-]{0,16}", any::<String>(),]
+    }
+
+    /// `YYYYMMDD` of a count of days since 1970-01-01 (an independent walk over the calendar).
+    fn civil(days: i32) -> String {
+        let (mut y, mut m, mut d, mut left) = (1970, 1, 1, days);
+        let month_days = |y: i32, m: i32| match m {
+            2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        };
+        while left < 0 {
+            d -= 1;
+            if d == 0 {
+                m -= 1;
+                if m == 0 {
+                    (y, m) = (y - 1, 12);
+                }
+                d = month_days(y, m);
+            }
+            left += 1;
+        }
+        while left > 0 {
+            let to_month_end = month_days(y, m) - d;
+            if left > to_month_end {
+                left -= to_month_end + 1;
+                d = 1;
+                m += 1;
+                if m == 13 {
+                    (y, m) = (y + 1, 1);
+                }
+            } else {
+                d += left;
+                left = 0;
+            }
+        }
+        format!("{y:04}{m:02}{d:02}")
+    }
+
+    proptest! {
+        #[test]
+        fn a_padded_code_has_its_width_or_stays_as_it_was(code in field_text(), width in 1usize..8) {
+            let mut padded = code.clone();
+            pad_code(&mut padded, width);
+            if !code.is_empty() && code.len() < width && code.bytes().all(|b| b.is_ascii_digit()) {
+                prop_assert_eq!(padded.len(), width);
+                prop_assert_eq!(padded.trim_start_matches('0'), code.trim_start_matches('0'));
+            } else {
+                prop_assert_eq!(padded, code);
+            }
+        }
+
+        #[test]
+        fn a_date_is_valid_and_in_range_or_none(text in prop_oneof!["[0-9]{8}", "(1[7-9]|2[01])[0-9]{2}[01][0-9][0-3][0-9]", field_text()]) {
+            if let Some(days) = date(&text) {
+                prop_assert_eq!(civil(days), text.clone());
+                prop_assert!((-62091..=47846).contains(&days), "{} → {}", text, days);
+            }
+        }
+
+        #[test]
+        fn every_day_from_1800_to_2100_is_a_date_one_after_the_other(days in -62091i32..47846) {
+            prop_assert_eq!(date(&civil(days)), Some(days));
+            prop_assert_eq!(date(&civil(days + 1)), Some(days + 1));
+        }
+
+        #[test]
+        fn capital_is_exact_or_an_issue(text in field_text()) {
+            match capital(&text) {
+                Ok(Some(value)) => {
+                    let (int, frac) = value.trim_start_matches('-').split_once('.').unwrap();
+                    prop_assert!((1..=16).contains(&int.len()) && int.bytes().all(|b| b.is_ascii_digit()), "{}", value);
+                    prop_assert!(frac.len() == 2 && frac.bytes().all(|b| b.is_ascii_digit()), "{}", value);
+                    // The same digits as the input, less thousands dots and leading zeros.
+                    let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>();
+                    let (given_int, given_frac) = text.trim_start_matches('-').split_once(',').unwrap_or((&text, ""));
+                    let given_int = digits(given_int);
+                    prop_assert_eq!(given_int.trim_start_matches('0'), int.trim_start_matches('0'));
+                    prop_assert_eq!(format!("{given_frac:0<2}"), frac);
+                }
+                Ok(None) => prop_assert_eq!(text, ""),
+                Err(_) => prop_assert!(!text.is_empty()),
+            }
+        }
+
+        #[test]
+        fn capital_of_any_cents_reads_back(cents in 0u64..10_000_000_000_000_000, negative in any::<bool>()) {
+            let text = format!("{}{},{:02}", if negative { "-" } else { "" }, cents / 100, cents % 100);
+            let sign = if negative && cents > 0 { "-" } else { "" };
+            prop_assert_eq!(capital(&text), Ok(Some(format!("{sign}{}.{:02}", cents / 100, cents % 100))));
+        }
+
+        #[test]
+        fn ceps_phones_and_documents_keep_their_shape(text in field_text()) {
+            let c = cep(&text);
+            prop_assert!(c.is_empty() || (c.len() == 8 && c.bytes().all(|b| b.is_ascii_digit()) && c != "00000000"), "{}", c);
+            prop_assert!(ddd(&text).bytes().all(|b| b.is_ascii_digit()) && !ddd(&text).starts_with('0'));
+            prop_assert!(telefone(&text).bytes().all(|b| b.is_ascii_digit()));
+            let person = mask_person_document(&text);
+            prop_assert!(person.is_empty() || (person.len() == 14 && person.starts_with("***.") && person.ends_with("-**")), "{}", person);
+            let company = mask_company_document(&text);
+            prop_assert!(company.is_empty() || (company.len() == 18 && company.starts_with("**.") && company.ends_with("-**")), "{}", company);
+        }
     }
 }

@@ -23,6 +23,9 @@ pub enum Reject {
         bytes: u64,
         cap: u64,
     },
+    /// The member ended inside the record (in a quoted field, or after a delimiter): the record
+    /// was cut short.
+    Unterminated,
     Cnpj {
         value: String,
         error: InvalidCnpj,
@@ -47,6 +50,7 @@ impl fmt::Display for Reject {
             Reject::TooLong { bytes, cap } => {
                 write!(f, "record of {bytes} bytes is over the {cap}-byte cap (kept: its beginning)")
             }
+            Reject::Unterminated => write!(f, "the member ends inside this record (cut short)"),
             Reject::Cnpj { value, error } => write!(f, "invalid CNPJ {value:?}: {error}"),
             Reject::CnpjBasico { value } => {
                 write!(f, "invalid cnpj_basico {value:?}: 8 characters of [0-9A-Z] expected")
@@ -118,10 +122,12 @@ impl Normalizer {
         }
     }
 
-    /// A record cut at the reader's cap is a reject, whatever its kind.
+    /// A record cut at the reader's cap, or by the end of its member, is a reject, whatever its
+    /// kind.
     fn whole(rec: &(impl Fields + ?Sized)) -> Result<(), Reject> {
         match rec.over_cap() {
             Some((bytes, cap)) => Err(Reject::TooLong { bytes, cap }),
+            None if rec.unterminated() => Err(Reject::Unterminated),
             None => Ok(()),
         }
     }
@@ -334,6 +340,7 @@ fn flag(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn fields(line: &[&str]) -> Vec<Vec<u8>> {
         line.iter().map(|s| s.bytes().collect()).collect()
@@ -555,6 +562,40 @@ mod tests {
         assert!(matches!(got, Err(Reject::TooLong { .. })));
     }
 
+    /// A record the end of its member cut short.
+    struct Unterminated<'a>(&'a [&'a [u8]]);
+
+    impl Fields for Unterminated<'_> {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn field(&self, i: usize) -> &[u8] {
+            self.0.get(i).copied().unwrap_or_default()
+        }
+        fn unterminated(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn record_cut_inside_a_quoted_field_is_a_reject_of_any_kind() {
+        let mut n = Normalizer::default();
+        let got = n.lookup(FileKind::Cnaes, &Unterminated(&[b"0111301", b"CULTIVO DE AR"]), &mut LookupRow::default());
+        assert_eq!(got, Err(Reject::Unterminated));
+        assert_eq!(got.unwrap_err().to_string(), "the member ends inside this record (cut short)");
+        let raw = fields(&ESTAB);
+        let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+        let got = n.estabelecimento(&Unterminated(&slices), &mut EstabelecimentoRow::default());
+        assert_eq!(got, Err(Reject::Unterminated));
+        let cols = TaxRegimeColumns { ano: 0, cnpj: 1, forma: 2 };
+        let got = n.tax_regime(
+            &Unterminated(&[b"2023", b"00.000.000/0001-91", b"LUCRO REAL"]),
+            cols,
+            &mut RegimeRow::default(),
+        );
+        assert_eq!(got, Err(Reject::Unterminated));
+    }
+
     #[test]
     fn capital_that_cannot_be_loaded_is_told_not_dropped() {
         let mut n = Normalizer::default();
@@ -606,5 +647,132 @@ mod tests {
         let b: Vec<&[u8]> = vec![b"A", b"BC"];
         assert_ne!(record_hash(a.as_slice()), record_hash(b.as_slice()));
         assert_eq!(record_hash(a.as_slice()), record_hash(a.clone().as_slice()));
+    }
+
+    // Fuzz targets of the normalizer, on stable: records of any bytes, and near-valid records
+    // (a real line of each kind with some fields replaced). A few hundred cases by default,
+    // PROPTEST_CASES=100000 for a long run.
+
+    const EMPRESA: [&str; 7] = ["11222333", "EMPRESA EXEMPLO LTDA", "2062", "49", "1000,00", "01", ""];
+    const SOCIO: [&str; 11] =
+        ["11222333", "2", "FULANO", "***456789**", "49", "20200101", "", "***000000**", "", "00", "5"];
+    const SIMPLES: [&str; 7] = ["11222333", "S", "20200101", "", "N", "", ""];
+
+    fn field_bytes() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..16),
+            "[0-9]{0,15}".prop_map(String::into_bytes),
+            "[0-9a-zA-Z .,/*-]{0,16}".prop_map(String::into_bytes),
+            Just(b"123.456.789-09".to_vec()),
+            Just(b"ABC 12345678909".to_vec()),
+        ]
+    }
+
+    /// A template's fields, some replaced, some dropped or added at the end.
+    fn near(template: &'static [&'static str]) -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let n = template.len();
+        (proptest::collection::vec((0..n + 2, field_bytes()), 0..4), prop_oneof![8 => Just(n), 1 => 0..n + 2]).prop_map(
+            move |(changes, len)| {
+                let mut fields: Vec<Vec<u8>> = template.iter().map(|f| f.as_bytes().to_vec()).collect();
+                for (i, bytes) in changes {
+                    if i < n {
+                        fields[i] = bytes;
+                    }
+                }
+                fields.resize(len, b"X".to_vec());
+                fields
+            },
+        )
+    }
+
+    fn masked(name: &str) -> bool {
+        let mut again = name.to_owned();
+        mask_cpf_runs(&mut again);
+        again == name
+    }
+
+    fn code_width(code: &str, width: usize) -> bool {
+        code.is_empty() || !code.bytes().all(|b| b.is_ascii_digit()) || code.len() >= width
+    }
+
+    fn in_range(date: Option<i32>) -> bool {
+        date.is_none_or(|d| (-62091..=47846).contains(&d))
+    }
+
+    proptest! {
+        #[test]
+        fn records_of_any_bytes_never_panic(fields in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..34)) {
+            let slices: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+            let rec = slices.as_slice();
+            let mut n = Normalizer::default();
+            let _ = n.empresa(rec, &mut EmpresaRow::default());
+            let _ = n.estabelecimento(rec, &mut EstabelecimentoRow::default());
+            let _ = n.socio(rec, &mut SocioRow::default());
+            let _ = n.simples(rec, &mut SimplesRow::default());
+            let _ = n.tax_regime(rec, TaxRegimeColumns { ano: 0, cnpj: 1, forma: 3 }, &mut RegimeRow::default());
+            for kind in [FileKind::Cnaes, FileKind::Municipios, FileKind::Paises, FileKind::Motivos] {
+                let _ = n.lookup(kind, rec, &mut LookupRow::default());
+            }
+            let _ = record_hash(rec);
+        }
+
+        #[test]
+        fn a_company_row_has_its_shapes(fields in near(&EMPRESA)) {
+            let slices: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+            let mut row = EmpresaRow::default();
+            let mut n = Normalizer::default();
+            match n.empresa(slices.as_slice(), &mut row) {
+                Ok(()) => {
+                    prop_assert!(row.cnpj_basico.len() == 8 && row.cnpj_basico.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()));
+                    prop_assert!(masked(&row.razao_social), "{:?}", row.razao_social);
+                    prop_assert!(code_width(&row.natureza_juridica, 4) && code_width(&row.qualificacao_responsavel, 2));
+                    prop_assert!(["00", "01", "03", "05"].contains(&row.porte_empresa.as_str()));
+                    prop_assert_eq!(row.capital_social.is_none(), n.take_capital_issue().is_some() || fields[4].iter().all(|b| *b == 0 || char::from(*b).is_whitespace()));
+                }
+                Err(reject) => {
+                    let basico = matches!(reject, Reject::CnpjBasico { .. });
+                    prop_assert!(fields.len() != 7 || basico, "{}", reject);
+                }
+            }
+        }
+
+        #[test]
+        fn an_establishment_row_has_its_shapes(fields in near(&ESTAB)) {
+            let slices: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+            let mut row = EstabelecimentoRow::default();
+            if Normalizer::default().estabelecimento(slices.as_slice(), &mut row).is_ok() {
+                prop_assert!(Cnpj::from_bytes(row.cnpj.as_bytes()).is_ok() && row.cnpj.starts_with(&row.cnpj_basico));
+                prop_assert!(masked(&row.nome_fantasia), "{:?}", row.nome_fantasia);
+                prop_assert!(code_width(&row.cnae_fiscal, 7) && code_width(&row.municipio, 4) && code_width(&row.pais, 3));
+                prop_assert!(row.cnaes_secundarios.split(',').all(|c| code_width(c, 7)));
+                prop_assert!(in_range(row.data_situacao_cadastral) && in_range(row.data_inicio_atividade) && in_range(row.data_situacao_especial));
+                prop_assert!(row.cep.is_empty() || row.cep.len() == 8);
+                prop_assert!(!row.uf.bytes().any(|b| b.is_ascii_lowercase()));
+                prop_assert!(!row.email.chars().any(char::is_uppercase));
+            }
+        }
+
+        #[test]
+        fn a_partner_row_shows_no_document_whole(fields in near(&SOCIO)) {
+            let slices: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+            let mut row = SocioRow::default();
+            if Normalizer::default().socio(slices.as_slice(), &mut row).is_ok() {
+                prop_assert!(masked(&row.nome) && masked(&row.nome_representante), "{:?}", row);
+                for document in [&row.documento, &row.representante_legal] {
+                    prop_assert!(document.is_empty() || document.contains("**"), "{:?}", document);
+                }
+                prop_assert!(in_range(row.data_entrada));
+            }
+        }
+
+        #[test]
+        fn a_simples_row_has_flags_and_dates(fields in near(&SIMPLES)) {
+            let slices: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+            let mut row = SimplesRow::default();
+            if Normalizer::default().simples(slices.as_slice(), &mut row).is_ok() {
+                prop_assert!(["S", "N", ""].contains(&row.opcao_simples.as_str()) && ["S", "N", ""].contains(&row.opcao_mei.as_str()));
+                prop_assert!(in_range(row.data_opcao_simples) && in_range(row.data_exclusao_mei));
+            }
+        }
     }
 }

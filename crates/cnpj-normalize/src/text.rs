@@ -65,6 +65,7 @@ fn cpf_at(bytes: &[u8], start: usize) -> Option<(usize, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn check(raw: &[u8], expected: &str) {
         let mut out = String::from("left over");
@@ -128,5 +129,77 @@ mod tests {
         check_mask("LOJA 1234567890", "LOJA 1234567890");
         check_mask("X 123456789012", "X 123456789012");
         check_mask("", "");
+    }
+
+    // Fuzz targets of the text rules, on stable: a few hundred cases by default,
+    // PROPTEST_CASES=100000 for a long run.
+
+    /// A CPF's shape at `start` (a digit not after a digit): 3, 3, 3 and 2 digits, each group
+    /// but the first after at most one `.`, `-` or space, and no digit after.
+    fn cpf_shape_at(b: &[u8], start: usize) -> bool {
+        let mut at = start;
+        for (group, len) in [3, 3, 3, 2].into_iter().enumerate() {
+            if group > 0 && matches!(b.get(at), Some(b'.' | b'-' | b' ')) {
+                at += 1;
+            }
+            if b.len() < at + len || !b[at..at + len].iter().all(u8::is_ascii_digit) {
+                return false;
+            }
+            at += len;
+        }
+        !b.get(at).is_some_and(u8::is_ascii_digit)
+    }
+
+    fn unmasked(text: &str) -> Vec<usize> {
+        let b = text.as_bytes();
+        (0..b.len())
+            .filter(|&i| b[i].is_ascii_digit() && (i == 0 || !b[i - 1].is_ascii_digit()) && cpf_shape_at(b, i))
+            .collect()
+    }
+
+    fn name_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            4 => proptest::char::range('0', '9').prop_map(String::from),
+            1 => Just(".".to_owned()),
+            1 => Just("-".to_owned()),
+            1 => Just(" ".to_owned()),
+            1 => Just("123.456.789-09".to_owned()),
+            1 => Just("12345678909".to_owned()),
+            1 => Just("***.456.789-**".to_owned()),
+            1 => "[A-Z ÇÉ*/]{1,4}",
+        ];
+        proptest::collection::vec(piece, 0..24).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn clean_text_is_latin1_without_nul_or_runs_of_space_and_is_a_fixed_point(
+            raw in proptest::collection::vec(prop_oneof![any::<u8>(), Just(b' '), Just(0u8), Just(0xA0u8), Just(b'\t')], 0..256),
+        ) {
+            let mut out = String::new();
+            clean(&raw, &mut out);
+            prop_assert!(out.chars().count() <= raw.len());
+            prop_assert!(out.chars().all(|c| u32::from(c) < 0x100 && c != '\0'));
+            prop_assert!(out.chars().all(|c| c == ' ' || !c.is_whitespace()), "{:?}", out);
+            prop_assert!(!out.starts_with(' ') && !out.ends_with(' ') && !out.contains("  "), "{:?}", out);
+            let again: Vec<u8> = out.chars().map(|c| u32::from(c) as u8).collect();
+            let mut twice = String::from("left over");
+            clean(&again, &mut twice);
+            prop_assert_eq!(twice, out);
+        }
+
+        #[test]
+        fn masking_leaves_no_cpf_and_is_a_fixed_point(text in name_text()) {
+            let mut masked = text.clone();
+            mask_cpf_runs(&mut masked);
+            prop_assert!(unmasked(&masked).is_empty(), "{:?} → {:?}", text, masked);
+            // Only CPFs change: with none, the text stays; each one is 14 characters masked.
+            if unmasked(&text).is_empty() {
+                prop_assert_eq!(&masked, &text);
+            }
+            let mut again = masked.clone();
+            mask_cpf_runs(&mut again);
+            prop_assert_eq!(again, masked);
+        }
     }
 }

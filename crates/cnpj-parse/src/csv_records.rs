@@ -4,7 +4,9 @@
 //! Memory is bounded whatever the input: a record is kept up to a cap ([`DEFAULT_MAX_RECORD_BYTES`]
 //! unless [`Records::max_record_bytes`] says otherwise) and the rest of an over-long record is
 //! skipped (the record comes out with [`Record::over_cap`] set, for the caller to reject); lines are
-//! counted, never remembered, so a member of nothing but newlines costs nothing.
+//! counted, never remembered, so a member of nothing but newlines costs nothing. A member that
+//! ends inside a quoted field or right after a delimiter (cut short) gives a last record with
+//! [`Record::unterminated`] set.
 
 use std::io::Read;
 
@@ -40,10 +42,25 @@ impl TextStats {
     }
 }
 
+/// Where the bytes consumed so far stand in the quoting, as csv-core reads them: at a record's
+/// start, at a field's start after a delimiter, in an unquoted field, in a quoted one, or just
+/// after a quote inside a quoted one (which either closes the field or, doubled, is a quote).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Quoting {
+    #[default]
+    RecordStart,
+    AfterDelimiter,
+    Unquoted,
+    Quoted,
+    QuoteInQuoted,
+}
+
 /// Line and encoding bookkeeping over the bytes the parser consumes: a few counters, whatever
 /// the input.
 #[derive(Default)]
 struct Scan {
+    delimiter: u8,
+    quoting: Quoting,
     /// Line terminators passed: `\n`, `\r`, or `\r\n` counted once.
     terminators: u64,
     last_was_cr: bool,
@@ -58,8 +75,13 @@ impl Scan {
     /// not a line terminator (where a record starts: the parser skips empty lines).
     fn feed(&mut self, bytes: &[u8], find_start: bool) -> Option<u64> {
         let mut start = None;
+        // csv-core skips a UTF-8 byte-order mark at the very start: it opens no field.
+        let skip = if self.stats.bytes == 0 && bytes.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
         self.stats.bytes += bytes.len() as u64;
-        for &b in bytes {
+        for (i, &b) in bytes.iter().enumerate() {
+            if i >= skip {
+                self.quote(b);
+            }
             match b {
                 b'\n' => {
                     if !self.last_was_cr {
@@ -81,6 +103,19 @@ impl Scan {
             self.encoding(b);
         }
         start
+    }
+
+    fn quote(&mut self, b: u8) {
+        let at_start = matches!(self.quoting, Quoting::RecordStart | Quoting::AfterDelimiter);
+        self.quoting = match (self.quoting, b) {
+            (Quoting::Quoted, b'"') => Quoting::QuoteInQuoted,
+            (Quoting::Quoted, _) => Quoting::Quoted,
+            (Quoting::QuoteInQuoted, b'"') => Quoting::Quoted,
+            (_, b'"') if at_start => Quoting::Quoted,
+            (_, b) if b == self.delimiter => Quoting::AfterDelimiter,
+            (_, b'\n' | b'\r') => Quoting::RecordStart,
+            _ => Quoting::Unquoted,
+        };
     }
 
     fn encoding(&mut self, b: u8) {
@@ -115,6 +150,7 @@ pub struct Record<'a> {
     bytes: &'a [u8],
     ends: &'a [usize],
     over_cap: Option<(u64, u64)>,
+    unterminated: bool,
 }
 
 impl<'a> Record<'a> {
@@ -139,6 +175,10 @@ impl cnpj_model::rows::Fields for Record<'_> {
     fn over_cap(&self) -> Option<(u64, u64)> {
         self.over_cap
     }
+
+    fn unterminated(&self) -> bool {
+        self.unterminated
+    }
 }
 
 /// A lending reader of records: call [`Records::advance`], then look at [`Records::record`].
@@ -159,6 +199,7 @@ pub struct Records<R: Read> {
     scratch_ends: Vec<usize>,
     max_record: usize,
     over_cap: Option<(u64, u64)>,
+    unterminated: bool,
     scan: Scan,
     consumed: u64,
     has_headers: bool,
@@ -201,7 +242,8 @@ impl<R: Read> Records<R> {
             scratch_ends: vec![0; 1024],
             max_record: DEFAULT_MAX_RECORD_BYTES,
             over_cap: None,
-            scan: Scan::default(),
+            unterminated: false,
+            scan: Scan { delimiter, ..Scan::default() },
             consumed: 0,
             has_headers,
             headers: None,
@@ -214,6 +256,10 @@ impl<R: Read> Records<R> {
     /// is read to its end without being kept, and comes out with [`Record::over_cap`] set.
     pub fn max_record_bytes(mut self, cap: usize) -> Records<R> {
         self.max_record = cap.max(1024);
+        // The buffers start small, but not above the cap: a cap below their first size held
+        // records up to that size (found by the property test below).
+        self.bytes.truncate(self.max_record);
+        self.ends.truncate(self.max_record / 8);
         self
     }
 
@@ -252,6 +298,7 @@ impl<R: Read> Records<R> {
         }
         self.used = (0, 0);
         self.over_cap = None;
+        self.unterminated = false;
         let mut skipped: u64 = 0;
         let mut start_line = None;
         loop {
@@ -309,6 +356,10 @@ impl<R: Read> Records<R> {
                         }
                     }
                     self.line = start_line.unwrap_or(self.scan.terminators + 1);
+                    // The input ran out inside a quoted field, or where a field should begin after
+                    // a delimiter: csv-core ends the record there, its last field cut or empty.
+                    self.unterminated =
+                        self.eof && matches!(self.scan.quoting, Quoting::Quoted | Quoting::AfterDelimiter);
                     return Ok(true);
                 }
                 ReadRecordResult::End => {
@@ -320,7 +371,12 @@ impl<R: Read> Records<R> {
     }
 
     pub fn record(&self) -> Record<'_> {
-        Record { bytes: &self.bytes[..self.used.0], ends: &self.ends[..self.used.1], over_cap: self.over_cap }
+        Record {
+            bytes: &self.bytes[..self.used.0],
+            ends: &self.ends[..self.used.1],
+            over_cap: self.over_cap,
+            unterminated: self.unterminated,
+        }
     }
 
     /// Physical line (1-based) where the current record starts.
@@ -413,6 +469,42 @@ mod tests {
         let expected: Vec<(u64, String)> = (1..=10).map(|i| (i, i.to_string())).collect();
         assert_eq!(lines, expected);
         check(b"\"1\"\r\r\"2\"\r\n\"3\"", &[(1, &[b"1"]), (3, &[b"2"]), (4, &[b"3"])]);
+    }
+
+    #[test]
+    fn a_member_cut_inside_a_quoted_field_ends_in_an_unterminated_record() {
+        let last = |input: &[u8]| {
+            let mut r = Records::rfb(input);
+            let mut out = None;
+            while r.advance().unwrap() {
+                let rec = r.record();
+                out = Some((r.line(), rec.count(), rec.unterminated()));
+                if rec.unterminated() {
+                    assert!(!r.advance().unwrap(), "a record after the end");
+                }
+            }
+            out
+        };
+        // Cut inside the last field: as many fields as a whole record, but cut (fuzz: Cnaes cut
+        // inside a label was loaded with half its label).
+        assert_eq!(last(b"\"1\";\"A\"\n\"2\";\"CULTIVO DE AR"), Some((2, 2, true)));
+        assert_eq!(last(b"\"1\";\"A\"\n\"2\";\""), Some((2, 2, true)));
+        assert_eq!(last(b"\"1\";\"A\nB"), Some((1, 2, true)));
+        assert_eq!(last(b"\"1\";\"A \"\"B"), Some((1, 2, true)));
+        assert_eq!(last("\u{feff}\"1\";\"A".as_bytes()), Some((1, 2, true)));
+        // Cut right after a delimiter: the last field is empty, where it had a value (fuzz: a
+        // Naturezas line cut after its code loaded the code with an empty label).
+        assert_eq!(last(b"\"1\";\"A\"\n\"2\";"), Some((2, 2, true)));
+        assert_eq!(last(b"\"1\";\"A\";"), Some((1, 3, true)));
+        // Whole records, with or without a last newline, a doubled quote, a BOM, CR alone.
+        assert_eq!(last(b"\"1\";\"A\""), Some((1, 2, false)));
+        assert_eq!(last(b"\"1\";\"A \"\"B\"\"\"\r\n\n"), Some((1, 2, false)));
+        assert_eq!(last("\u{feff}\"1\";\"A\"\r".as_bytes()), Some((1, 2, false)));
+        assert_eq!(last(b"1;A\"B"), Some((1, 2, false)));
+        assert_eq!(last(b"\"1\";\"A\";\r\n"), Some((1, 3, false)));
+        let mut r = Records::tax_regime(&b"ano,cnpj\n2023,\"00.000.000/0001-91"[..]);
+        assert!(r.advance().unwrap());
+        assert!(r.record().unterminated());
     }
 
     #[test]
@@ -529,6 +621,190 @@ mod tests {
             prop_assert!(r.advance().unwrap());
             let got: Vec<Vec<u8>> = r.record().iter().map(<[u8]>::to_vec).collect();
             prop_assert_eq!(got, fields);
+        }
+    }
+
+    // Fuzz targets of the record reader, on stable: any bytes, and near-valid records. A few
+    // hundred cases by default; PROPTEST_CASES=100000 for a long run.
+
+    /// Bytes the dialect cares about, often, and any byte.
+    fn dialect_byte() -> impl Strategy<Value = u8> {
+        prop_oneof![
+            4 => any::<u8>(),
+            2 => Just(b'"'),
+            2 => Just(b';'),
+            1 => Just(b','),
+            1 => Just(b'\n'),
+            1 => Just(b'\r'),
+            1 => Just(0u8),
+            1 => Just(0xC3u8),
+        ]
+    }
+
+    /// Terminators met after each line: `\n`, `\r\n` and `\r` each count once.
+    fn terminators(bytes: &[u8]) -> u64 {
+        let mut n = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            n += u64::from(b == b'\n' && (i == 0 || bytes[i - 1] != b'\r') || b == b'\r');
+        }
+        n
+    }
+
+    /// A record read: its line, its fields, whether it is unterminated.
+    type ReadRecord = (u64, Vec<Vec<u8>>, bool);
+
+    /// A record written: its fields, its line end, and how many empty lines follow it.
+    type Written = (Vec<Vec<u8>>, &'static [u8], usize);
+
+    /// Reads everything: each record's line, fields, and flag, checking the reader's own
+    /// invariants on the way.
+    fn read_all<R: Read>(mut r: Records<R>, cap: usize) -> Result<Vec<ReadRecord>, TestCaseError> {
+        let mut out: Vec<ReadRecord> = Vec::new();
+        while r.advance().unwrap() {
+            let rec = r.record();
+            prop_assert!(out.last().is_none_or(|last| !last.2), "a record after an unterminated one");
+            prop_assert!(
+                out.last().is_none_or(|last| last.0 < r.line()),
+                "lines go back: {:?} then {}",
+                out.last(),
+                r.line()
+            );
+            prop_assert!(r.line() >= 1 && r.line() <= r.current_line());
+            let kept: usize = rec.iter().map(<[u8]>::len).sum();
+            prop_assert!(kept <= cap.max(1024), "kept {} bytes over the cap {}", kept, cap);
+            prop_assert_eq!(rec.count(), rec.iter().count());
+            if let Some((bytes, limit)) = rec.over_cap() {
+                prop_assert!(bytes > limit || rec.count() > limit as usize / 8, "{} of {}", bytes, limit);
+            }
+            out.push((r.line(), rec.iter().map(<[u8]>::to_vec).collect(), rec.unterminated()));
+        }
+        prop_assert_eq!(r.count(), out.len() as u64);
+        Ok(out)
+    }
+
+    /// A record in the RFB form: every field quoted, quotes doubled.
+    fn rfb_line(fields: &[Vec<u8>]) -> Vec<u8> {
+        let mut line = Vec::new();
+        for (i, f) in fields.iter().enumerate() {
+            if i > 0 {
+                line.push(b';');
+            }
+            line.push(b'"');
+            for &b in f {
+                if b == b'"' {
+                    line.push(b'"');
+                }
+                line.push(b);
+            }
+            line.push(b'"');
+        }
+        line
+    }
+
+    fn near_valid_records() -> impl Strategy<Value = Vec<Written>> {
+        let field = proptest::collection::vec(dialect_byte(), 0..12);
+        let record = proptest::collection::vec(field, 1..8);
+        let terminator = prop_oneof![Just(&b"\n"[..]), Just(&b"\r\n"[..]), Just(&b"\r"[..])];
+        proptest::collection::vec((record, terminator, 0..3usize), 0..12)
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_read_without_panic_and_every_byte_is_counted(
+            input in proptest::collection::vec(dialect_byte(), 0..4096),
+            cap in prop_oneof![Just(1024usize), Just(4096), Just(DEFAULT_MAX_RECORD_BYTES)],
+        ) {
+            for tax in [false, true] {
+                let r = if tax { Records::tax_regime(&input[..]) } else { Records::rfb(&input[..]) };
+                let mut r = r.max_record_bytes(cap);
+                while r.advance().unwrap() {}
+                prop_assert_eq!(r.bytes(), input.len() as u64);
+                prop_assert_eq!(r.current_line(), terminators(&input) + 1);
+                let stats = r.text_stats();
+                prop_assert_eq!(stats.bytes, input.len() as u64);
+                prop_assert_eq!(stats.nul_bytes, input.iter().filter(|&&b| b == 0).count() as u64);
+                read_all(if tax { Records::tax_regime(&input[..]) } else { Records::rfb(&input[..]) }.max_record_bytes(cap), cap)?;
+            }
+        }
+
+        #[test]
+        fn near_valid_records_read_back_and_rejoin_to_their_input(records in near_valid_records()) {
+            let mut input = Vec::new();
+            let mut expected = Vec::new();
+            for (fields, terminator, empty_lines) in &records {
+                let line = 1 + terminators(&input);
+                input.extend(rfb_line(fields));
+                for _ in 0..=*empty_lines {
+                    input.extend(*terminator);
+                }
+                expected.push((line, fields.clone(), false));
+            }
+            let got = read_all(Records::rfb(&input[..]), DEFAULT_MAX_RECORD_BYTES)?;
+            prop_assert_eq!(&got, &expected);
+            // The fields re-joined in the RFB form, with the input's line ends, are the input.
+            let mut rejoined = Vec::new();
+            for ((_, fields, _), (_, terminator, empty_lines)) in got.iter().zip(&records) {
+                rejoined.extend(rfb_line(fields));
+                for _ in 0..=*empty_lines {
+                    rejoined.extend(*terminator);
+                }
+            }
+            prop_assert_eq!(rejoined, input);
+        }
+
+        #[test]
+        fn a_member_cut_inside_a_quoted_field_ends_unterminated(
+            records in near_valid_records(),
+            last in proptest::collection::vec(proptest::collection::vec(dialect_byte(), 0..12), 1..8),
+            field in any::<prop::sample::Index>(),
+            at in any::<prop::sample::Index>(),
+        ) {
+            let mut input = Vec::new();
+            for (fields, terminator, _) in &records {
+                input.extend(rfb_line(fields));
+                input.extend(*terminator);
+            }
+            let whole = read_all(Records::rfb(&input[..]), DEFAULT_MAX_RECORD_BYTES)?;
+            // The last record, cut after the opening quote of one of its fields and before its
+            // closing quote (a doubled quote is not cut in two: that would close the field).
+            let k = field.index(last.len());
+            let mut cut = rfb_line(&last[..k]);
+            if k > 0 {
+                cut.push(b';');
+            }
+            cut.push(b'"');
+            let content = &last[k][..at.index(last[k].len() + 1)];
+            for &b in content {
+                if b == b'"' {
+                    cut.push(b'"');
+                }
+                cut.push(b);
+            }
+            input.extend(&cut);
+            let got = read_all(Records::rfb(&input[..]), DEFAULT_MAX_RECORD_BYTES)?;
+            prop_assert_eq!(&got[..got.len() - 1], &whole[..]);
+            let (_, fields, unterminated) = got.last().unwrap();
+            prop_assert!(*unterminated);
+            prop_assert_eq!(fields.len(), k + 1);
+            prop_assert_eq!(&fields[k], &content.to_vec());
+        }
+
+        #[test]
+        fn a_record_over_the_cap_is_flagged_and_one_within_is_whole(
+            len in 900usize..5000,
+            cap in prop_oneof![Just(1024usize), Just(2048), Just(4096)],
+        ) {
+            let mut input = rfb_line(&[vec![b'X'; len]]);
+            input.extend(b"\n\"NEXT\"\n");
+            let got = read_all(Records::rfb(&input[..]).max_record_bytes(cap), cap)?;
+            let mut r = Records::rfb(&input[..]).max_record_bytes(cap);
+            prop_assert!(r.advance().unwrap());
+            prop_assert_eq!(r.record().over_cap().is_some(), len > cap, "{} bytes, cap {}", len, cap);
+            prop_assert_eq!(got.len(), 2);
+            prop_assert_eq!(&got[1].1, &vec![b"NEXT".to_vec()]);
+            if len <= cap {
+                prop_assert_eq!(&got[0].1, &vec![vec![b'X'; len]]);
+            }
         }
     }
 }

@@ -2,82 +2,12 @@
 //! temporary folder with real zips) built by the real `cnpj-etl` into a real DuckDB file, and the
 //! test says what must become of it.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn sample_dump() -> PathBuf {
-    root().join("data/sample-dump")
-}
-
-fn real_extract() -> Option<PathBuf> {
-    Some(root().join("../shared/rfb/samples/real-extract-2026")).filter(|p| p.is_dir())
-}
-
-fn etl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cnpj-etl")).args(args).output().expect("cnpj-etl runs")
-}
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A copy of the sample dump in `dir/2026-09`, to alter.
-fn sample_copy(dir: &Path) -> PathBuf {
-    let input = dir.join("2026-09");
-    std::fs::create_dir_all(&input).unwrap();
-    for entry in std::fs::read_dir(sample_dump()).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), input.join(entry.file_name())).unwrap();
-    }
-    input
-}
-
-/// Writes a zip holding one deflated member.
-fn write_zip(path: &Path, member: &str, bytes: &[u8]) {
-    let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
-    let options = zip::write::SimpleFileOptions::default().compression_level(Some(9));
-    w.start_file(member, options).unwrap();
-    w.write_all(bytes).unwrap();
-    w.finish().unwrap();
-}
-
-/// The name and bytes of a zip's first member.
-fn first_member(path: &Path) -> (String, Vec<u8>) {
-    let mut archive = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut file = archive.by_index(0).unwrap();
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).unwrap();
-    (file.name().unwrap().into_owned(), bytes)
-}
-
-/// Latin-1 bytes of a text (every char below U+0100).
-fn latin1(text: &str) -> Vec<u8> {
-    text.chars().map(|c| u8::try_from(u32::from(c)).expect("a Latin-1 char")).collect()
-}
-
-struct Built {
-    db: PathBuf,
-    report: Value,
-}
-
-fn build(input: &Path, dir: &Path, extra: &[&str]) -> Built {
-    let db = dir.join("registry.duckdb");
-    let report = dir.join("report.json");
-    let mut args = vec!["build", "--quiet", "--input", input.to_str().unwrap(), "--db", db.to_str().unwrap()];
-    args.extend(["--report", report.to_str().unwrap()]);
-    args.extend(extra);
-    let out = etl(&args);
-    assert!(out.status.success(), "build failed: {}", text(&out));
-    let report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    Built { db, report }
-}
+use crate::{build_in, etl, first_member, latin1, query, real_extract, sample_copy, sample_dump, text, write_zip};
 
 /// A build that must fail (exit 1) and leave no dataset: its error text.
 fn refused(input: &Path, dir: &Path, extra: &[&str]) -> String {
@@ -90,22 +20,9 @@ fn refused(input: &Path, dir: &Path, extra: &[&str]) -> String {
     text(&out)
 }
 
-fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
-    let conn = duckdb::Connection::open(db).unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            let count = r.as_ref().column_count();
-            (0..count).map(|i| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default)).collect()
-        })
-        .unwrap();
-    rows.collect::<Result<_, _>>().unwrap()
-}
-
+/// `show` of a CNPJ: the record.
 fn show(db: &Path, cnpj: &str) -> Value {
-    let out = etl(&["show", "--db", db.to_str().unwrap(), cnpj]);
-    assert!(out.status.success(), "show {cnpj}: {}", text(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&crate::show(db, "pt-br", cnpj)).unwrap()
 }
 
 /// A valid CNPJ of a base and order (check digits of contract §1).
@@ -146,7 +63,7 @@ fn huge_record_is_a_reject_with_file_and_line() {
     bytes.extend(b"\";\"2062\";\"49\";\"1,00\";\"01\";\"\"\n");
     write_zip(&zip, &member, &bytes);
 
-    let b = build(&input, dir.path(), &[]);
+    let b = build_in(&input, dir.path(), &[]);
     let rejects = query(
         &b.db,
         "SELECT r.line::VARCHAR, r.reason, length(r.record)::VARCHAR FROM rejects r \
@@ -163,7 +80,7 @@ fn huge_record_is_a_reject_with_file_and_line() {
 
     // With a cap above it, the record is an ordinary row.
     let wide = tempfile::tempdir().unwrap();
-    let b = build(&input, wide.path(), &["--max-record-bytes", "4194304"]);
+    let b = build_in(&input, wide.path(), &["--max-record-bytes", "4194304"]);
     assert_eq!(
         query(&b.db, "SELECT length(razao_social)::VARCHAR FROM empresas WHERE cnpj_basico = '12121212'"),
         [[(2 << 20).to_string()]]
@@ -251,7 +168,7 @@ fn incomplete_month_builds_with_accept_incomplete_and_says_so() {
     write_zip(&input.join("Municipios.zip"), "F.K03200$Z.D60913.MUNICCSV", b"");
     let (_, socios) = first_member(&input.join("Socios0.zip"));
     write_zip(&input.join("Socios2.zip"), "K3241.K03200Y2.D60913.SOCIOCSV", &socios);
-    let b = build(&input, dir.path(), &["--accept-incomplete"]);
+    let b = build_in(&input, dir.path(), &["--accept-incomplete"]);
     let warnings: Vec<&str> = b.report["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
     assert_eq!(
         warnings,
@@ -284,7 +201,7 @@ fn stale_member_of_another_delivery_is_refused_or_left_out() {
     assert!(err.contains("empresas part 0 is given twice: Empresas0 (old).zip"), "{err}");
     assert!(err.contains("--ignore-stale"), "{err}");
 
-    let b = build(&input, dir.path(), &["--ignore-stale"]);
+    let b = build_in(&input, dir.path(), &["--ignore-stale"]);
     let warnings = b.report["warnings"].to_string();
     assert!(warnings.contains("Empresas0 (old).zip (K3241.K03200Y0.D60813.EMPRECSV) left out"), "{warnings}");
     assert!(!b.report["files"].to_string().contains("(old)"));
@@ -405,7 +322,7 @@ fn cr_only_file_rejects_say_their_line() {
         .collect();
     lines[9] = "\"11222333\";\"2\";\"CURTO\";\"***456789**\";\"49\"".into();
     write_zip(&input.join("Socios0.zip"), "K3241.K03200Y0.D60913.SOCIOCSV", (lines.join("\r") + "\r").as_bytes());
-    let b = build(&input, dir.path(), &[]);
+    let b = build_in(&input, dir.path(), &[]);
     let rejects = query(
         &b.db,
         "SELECT r.line::VARCHAR, r.reason FROM rejects r JOIN source_files f ON f.id = r.source_file \
@@ -465,7 +382,7 @@ fn capital_over_16_digits_is_counted_and_thousands_separators_are_exact() {
     let rows = "\"31313131\";\"CAPITAL COM MILHAR\";\"2062\";\"49\";\"1.000,00\";\"01\";\"\"\n\
                 \"32323232\";\"CAPITAL GRANDE DEMAIS\";\"2062\";\"49\";\"12345678901234567,00\";\"01\";\"\"\n";
     write_zip(&input.join("Empresas2.zip"), "K3241.K03200Y2.D60913.EMPRECSV", rows.as_bytes());
-    let b = build(&input, dir.path(), &[]);
+    let b = build_in(&input, dir.path(), &[]);
     assert_eq!(
         query(
             &b.db,
@@ -543,7 +460,7 @@ fn cpf_in_names_and_punctuated_forms_are_masked_and_no_served_text_holds_one() {
     let partners = "\"41414141\";\"2\";\"FULANO 11122233344\";\"***222333**\";\"49\";\"20200101\";\"\";\"***123456**\";\"BELTRANO 123.456.789-09\";\"05\";\"0\"\n\
                     \"41414141\";\"1\";\"HOLDING 987654321-00 LTDA\";\"44555666000181\";\"22\";\"20200101\";\"\";\"***000000**\";\"\";\"00\";\"0\"\n";
     write_zip(&input.join("Socios1.zip"), "K3241.K03200Y1.D60913.SOCIOCSV", partners.as_bytes());
-    let b = build(&input, dir.path(), &[]);
+    let b = build_in(&input, dir.path(), &[]);
     let record = show(&b.db, &head_office);
     assert_eq!(record["razao_social"], "JOAO ***.456.789-**");
     assert_eq!(record["nome_fantasia"], "LOJA ***.222.333-**");
@@ -563,9 +480,9 @@ fn cpf_in_names_and_punctuated_forms_are_masked_and_no_served_text_holds_one() {
     // …and none in what the test datasets serve.
     let mut datasets = vec![b.db.clone()];
     let plain = tempfile::tempdir().unwrap();
-    datasets.push(build(&sample_dump(), plain.path(), &[]).db);
+    datasets.push(build_in(&sample_dump(), plain.path(), &[]).db);
     let real = tempfile::tempdir().unwrap();
-    datasets.extend(real_extract().map(|input| build(&input, real.path(), &[]).db));
+    datasets.extend(real_extract().map(|input| build_in(&input, real.path(), &[]).db));
     for db in datasets {
         let texts = served_texts(&db);
         assert!(texts.len() > 100, "{}: {} texts", db.display(), texts.len());
@@ -573,4 +490,63 @@ fn cpf_in_names_and_punctuated_forms_are_masked_and_no_served_text_holds_one() {
             texts.iter().flat_map(|t| unmasked_cpfs(t).into_iter().map(move |c| (c, t.clone()))).collect();
         assert!(found.is_empty(), "{}: {found:?}", db.display());
     }
+}
+
+/// Found by the mutation fuzzer (seed 19, case 20, a truncated member): a member that ends inside
+/// a quoted field loaded its last record with that field cut (Cnaes: half a label, as if whole).
+/// The record is a reject now, with its line.
+#[test]
+fn truncated_member_cut_inside_a_quoted_field_is_a_reject() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Cnaes.zip");
+    let (member, bytes) = first_member(&zip);
+    let head = b"\"4912402\";\"Transporte ferrovi";
+    let cut = bytes.windows(head.len()).position(|w| w == head).unwrap() + head.len();
+    write_zip(&zip, &member, &bytes[..cut]);
+    let b = build_in(&input, dir.path(), &[]);
+    assert_eq!(
+        query(
+            &b.db,
+            "SELECT r.line::VARCHAR, r.reason, r.record FROM rejects r JOIN source_files f ON f.id = r.source_file \
+             WHERE f.zip = 'Cnaes.zip'"
+        ),
+        [["900", "the member ends inside this record (cut short)", "\"4912402\";\"Transporte ferrovi\""]]
+    );
+    assert_eq!(query(&b.db, "SELECT count(*)::VARCHAR FROM labels WHERE descricao LIKE '%ferrovi'"), [["0"]]);
+    let cnaes = b.report["files"].as_array().unwrap().iter().find(|f| f["zip"] == "Cnaes.zip").unwrap();
+    assert_eq!(
+        (&cnaes["rows_read"], &cnaes["rows_loaded"], &cnaes["rows_rejected"]),
+        (&900.into(), &899.into(), &1.into())
+    );
+}
+
+/// Found by the mutation fuzzer (seed 7, case 284, a truncated member): a member that ends right
+/// after a delimiter loaded its last record with an empty last field (Naturezas: legal nature
+/// 4090 without its label). The record is a reject now.
+#[test]
+fn truncated_member_cut_after_a_delimiter_is_a_reject() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Naturezas.zip");
+    let (member, bytes) = first_member(&zip);
+    let head = b"\"4090\";";
+    let cut = bytes.windows(head.len()).position(|w| w == head).unwrap() + head.len();
+    write_zip(&zip, &member, &bytes[..cut]);
+    let b = build_in(&input, dir.path(), &[]);
+    assert_eq!(
+        query(
+            &b.db,
+            "SELECT r.line::VARCHAR, r.reason, r.record FROM rejects r JOIN source_files f ON f.id = r.source_file \
+             WHERE f.zip = 'Naturezas.zip'"
+        ),
+        [["8", "the member ends inside this record (cut short)", "\"4090\";\"\""]]
+    );
+    assert_eq!(
+        query(
+            &b.db,
+            "SELECT count(*)::VARCHAR FROM labels WHERE codigo = '4090' AND locale = 'pt-br' AND descricao = ''"
+        ),
+        [["0"]]
+    );
 }

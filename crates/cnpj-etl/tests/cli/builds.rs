@@ -1,66 +1,13 @@
-//! End-to-end tests of `cnpj-etl`: real builds of the project's sample dump (every gotcha) and of
-//! the real RFB extract in `../shared` (when present), into real DuckDB files, checked through
-//! `show`, the build report and the dataset's own tables.
+//! Builds of the sample dump (every gotcha), of the real RFB extract in `../shared` (when present)
+//! and of synthetic months, checked through `show`, the build report and the dataset's own tables;
+//! `run`, Postgres publication, and the serving files answering as SQL does.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn sample_dump() -> PathBuf {
-    root().join("data/sample-dump")
-}
-
-fn etl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cnpj-etl")).args(args).output().expect("cnpj-etl runs")
-}
-
-struct Built {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-    report: Value,
-}
-
-fn build(input: &Path) -> Built {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("registry.duckdb");
-    let report = dir.path().join("report.json");
-    let out = etl(&[
-        "build",
-        "--quiet",
-        "--input",
-        input.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "build failed: {}", String::from_utf8_lossy(&out.stderr));
-    let report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    Built { _dir: dir, db, report }
-}
-
-fn show(db: &Path, locale: &str, cnpj: &str) -> String {
-    let out = etl(&["show", "--db", db.to_str().unwrap(), "--locale", locale, cnpj]);
-    assert!(out.status.success(), "show {cnpj}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
-    let conn = duckdb::Connection::open(db).unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            let count = r.as_ref().column_count();
-            (0..count).map(|i| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default)).collect()
-        })
-        .unwrap();
-    rows.collect::<Result<_, _>>().unwrap()
-}
+use crate::{build, copy_dir, etl, query, root, sample_dump, show};
 
 /// rows read = loaded + duplicates + rejected, per file, and the totals add up.
 fn assert_reconciles(report: &Value) {
@@ -254,14 +201,6 @@ fn show_into_a_closed_pipe_exits_quietly() {
         .expect("cnpj-etl runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && stderr.is_empty(), "{:?}: {stderr}", out.status);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-    }
 }
 
 fn failed_build(input: &Path, db: &Path) -> String {
