@@ -660,10 +660,30 @@ impl SearchIndex {
                 let keys = self.keys(table)?;
                 (self.union(keys, values.iter().filter_map(|v| keys.find(v.as_bytes())))?, true)
             }
-            Condition::Opening { from, to } => match self.date_bounds(from, to)? {
-                None => (Arc::default(), true),
-                Some((from, to)) => (Arc::new(self.date_parts(from, to)?.iter().map(|b| b.as_ref()).union()), true),
-            },
+            Condition::Opening { from, to } => {
+                let months = self.keys("mes")?;
+                if months.len() == 0 {
+                    return Ok(Some((Arc::default(), true)));
+                }
+                // Open ends: the first and last months held.
+                let month_day = |i: usize, last: bool| {
+                    let key = std::str::from_utf8(months.key(i)).unwrap_or_default();
+                    let first = parse_date(&format!("{key}-01"));
+                    if last { first.map(|d| next_month(d) - 1) } else { first }
+                };
+                let from = match from {
+                    Some(t) => parse_date(t),
+                    None => month_day(0, false),
+                };
+                let to = match to {
+                    Some(t) => parse_date(t),
+                    None => month_day(months.len() - 1, true),
+                };
+                let (Some(from), Some(to)) = (from, to) else {
+                    return Err(self.corrupt("a date does not parse".into()));
+                };
+                (Arc::new(self.date_range(from, to)?), true)
+            }
             Condition::ZipPrefix(prefix) => {
                 let (table, head) =
                     if prefix.len() <= 2 { ("cep2", prefix.len()) } else { ("cep4", prefix.len().min(4)) };
@@ -695,35 +715,9 @@ impl SearchIndex {
         }))
     }
 
-    /// The days of an opening-date range, open ends at the first and last months held; `None`
-    /// when no establishment has a date.
-    fn date_bounds(&self, from: &Option<String>, to: &Option<String>) -> Result<Option<(i32, i32)>, SearchIndexError> {
-        let months = self.keys("mes")?;
-        if months.len() == 0 {
-            return Ok(None);
-        }
-        let month_day = |i: usize, last: bool| {
-            let key = std::str::from_utf8(months.key(i)).unwrap_or_default();
-            let first = parse_date(&format!("{key}-01"));
-            if last { first.map(|d| next_month(d) - 1) } else { first }
-        };
-        let from = match from {
-            Some(t) => parse_date(t),
-            None => month_day(0, false),
-        };
-        let to = match to {
-            Some(t) => parse_date(t),
-            None => month_day(months.len() - 1, true),
-        };
-        match (from, to) {
-            (Some(from), Some(to)) => Ok(Some((from, to))),
-            _ => Err(self.corrupt("a date does not parse".into())),
-        }
-    }
-
     /// The days `from..=to`: the fewest whole decades, years and months, and the months covered
-    /// in part filtered by the day column (their union is the range).
-    fn date_parts(&self, from: i32, to: i32) -> Result<Vec<Arc<RoaringBitmap>>, SearchIndexError> {
+    /// in part filtered by the day column.
+    fn date_range(&self, from: i32, to: i32) -> Result<RoaringBitmap, SearchIndexError> {
         let mut parts = Vec::new();
         let mut day = from;
         while day <= to {
@@ -751,7 +745,7 @@ impl SearchIndex {
             }
             day = next;
         }
-        Ok(parts)
+        Ok(parts.iter().map(|b| b.as_ref()).union())
     }
 
     /// The establishments that match every condition (all of them for none), or `None` when a
@@ -760,15 +754,7 @@ impl SearchIndex {
     pub fn matches(&self, conditions: &[Condition]) -> Result<Option<Matches>, SearchIndexError> {
         let mut sets = Vec::with_capacity(conditions.len());
         let mut exact = true;
-        // An opening-date range comes last when other filters narrow it: the intersection of the
-        // others with each of its units is cheaper than the union of its (broad) units.
-        let date_last = conditions.len() > 1;
-        let mut ranges = Vec::new();
         for condition in conditions {
-            if date_last && let Condition::Opening { .. } = condition {
-                ranges.push(condition);
-                continue;
-            }
             let Some((set, is_exact)) = self.condition(condition)? else { return Ok(None) };
             exact &= is_exact;
             if set.is_empty() {
@@ -776,15 +762,7 @@ impl SearchIndex {
             }
             sets.push(set);
         }
-        let mut ordinals = if sets.is_empty() { self.ordinals(0..self.len()) } else { intersect(sets) };
-        for range in ranges {
-            let Condition::Opening { from, to } = range else { continue };
-            let Some((from, to)) = self.date_bounds(from, to)? else {
-                return Ok(Some(Matches { ordinals: RoaringBitmap::new(), exact: true }));
-            };
-            let parts = self.date_parts(from, to)?;
-            ordinals = parts.iter().map(|part| &ordinals & part.as_ref()).union();
-        }
+        let ordinals = if sets.is_empty() { self.ordinals(0..self.len()) } else { intersect(sets) };
         Ok(Some(Matches { ordinals, exact }))
     }
 
