@@ -187,10 +187,20 @@ fn search_suite(db: &Path) -> Vec<(String, String)> {
         "SELECT CAST(data_inicio_atividade AS VARCHAR) FROM estabelecimentos WHERE data_inicio_atividade IS NOT NULL \
          GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1",
     );
-    let cnpj = one("SELECT cnpj FROM estabelecimentos LIMIT 1 OFFSET 1000");
+    let cnpj = one(
+        "SELECT cnpj FROM estabelecimentos ORDER BY cnpj LIMIT 1 OFFSET (SELECT count(*) // 2 FROM estabelecimentos)",
+    );
     let rare_word =
         one("SELECT nome_fantasia_fold FROM estabelecimentos WHERE length(nome_fantasia_fold) > 12 LIMIT 1 OFFSET 777");
-    let rare_word = rare_word.split(' ').max_by_key(|w| w.len()).unwrap_or("x").to_owned();
+    // The longest word, as letters and digits (it goes into a query string as is).
+    let rare_word: String = rare_word
+        .split(' ')
+        .max_by_key(|w| w.len())
+        .unwrap_or("")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let rare_word = if rare_word.is_empty() { "x".to_owned() } else { rare_word };
     let q = |name: &str, query: String| (name.to_owned(), query);
     vec![
         q("state broad", format!("state={uf}")),
