@@ -515,7 +515,7 @@ impl SearchIndex {
                     let (offset, size) = (next(&mut pos)?, next(&mut pos)?);
                     let checksum = u32::from_le_bytes(directory.get(pos..pos + 4)?.try_into().ok()?);
                     pos += 4;
-                    (offset + size <= len_u64(at)).then_some(())?;
+                    (offset + size <= at as u64).then_some(())?;
                     keys.spans.push((offset, u32::try_from(size).ok()?, checksum));
                 }
                 keys.starts.push(keys.text.len() as u32);
@@ -771,10 +771,6 @@ impl SearchIndex {
         let Some(first) = u32::try_from(offset).ok().and_then(|o| set.select(o)) else { return Vec::new() };
         set.range(first..).take(limit as usize).map(|ordinal| unpack(self.packed_at(self.position(ordinal)))).collect()
     }
-}
-
-fn len_u64(n: usize) -> u64 {
-    n as u64
 }
 
 /// The first day of the month after the one of `day`.
