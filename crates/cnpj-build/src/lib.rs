@@ -11,4 +11,4 @@ mod report;
 pub use checks::{CapitalNotLoaded, CheckError, MAX_REJECT_PERCENT, MIN_REJECTS, writable_file};
 pub use cnpj_parse::DEFAULT_MAX_RECORD_BYTES;
 pub use pipeline::{BuildError, BuildOptions, NoObserver, Observer, build};
-pub use report::{BuildReport, FileReport};
+pub use report::{Anomaly, BuildReport, Count, FileReport, MonthOverMonth, TableThenNow};

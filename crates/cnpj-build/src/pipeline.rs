@@ -567,16 +567,17 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         untranslated: labels.untranslated.iter().map(UntranslatedCode::from).collect(),
         capital_not_loaded: notes.capital_report(&summary.files.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>()),
         warnings: checks.warnings(),
+        month_over_month: None,
         seconds: timings,
     };
-    report.seconds.total = started.elapsed().as_secs_f64();
-    let json = serde_json::to_string(&report).expect("the report serializes");
     // Ties the serving files to this build: a store ignores serving files of another build.
     let build_id = format!("{}-{}-{}", report.built_at, std::process::id(), started.elapsed().as_nanos());
     observer.stage("writing the lookup file and the search index");
     let serving_started = Instant::now();
     serving_writer.finish(&build_id)?;
-    tracing::debug!(seconds = serving_started.elapsed().as_secs_f64(), "serving files finished");
+    report.seconds.serving_files = serving_started.elapsed().as_secs_f64();
+    report.seconds.total = started.elapsed().as_secs_f64();
+    let json = serde_json::to_string(&report).expect("the report serializes");
     // The report is written before the dataset takes its place: no failure after that.
     if let Some(path) = &opts.report {
         crate::checks::write_report(path, &report)?;

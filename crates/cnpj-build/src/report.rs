@@ -30,7 +30,58 @@ pub struct BuildReport {
     pub capital_not_loaded: Vec<crate::checks::CapitalNotLoaded>,
     /// Problems of the input that an option (`accept_incomplete`, `ignore_stale`) let through.
     pub warnings: Vec<String>,
+    /// The comparison with the previous month's dataset (`--previous`), when one was given.
+    pub month_over_month: Option<MonthOverMonth>,
     pub seconds: Timings,
+}
+
+/// What changed since the previous month's dataset (contract §9), and the guard's verdict.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MonthOverMonth {
+    /// `YYYY-MM` of the previous dataset.
+    pub previous_month: Option<String>,
+    /// The previous dataset's path.
+    pub previous_dataset: String,
+    /// Rows per served table then and now.
+    pub tables: Vec<TableThenNow>,
+    /// Changes recorded this month, per event name (contract §9), most first.
+    pub events: Vec<Count>,
+    /// Changes recorded this month, per state (`uf` of the establishment), most first.
+    pub states: Vec<Count>,
+    /// Rows of the history carried over from the previous dataset (`--keep-months`).
+    pub history_rows: u64,
+    /// What the guard found; with `--accept-anomalies` the build went on regardless.
+    pub anomalies: Vec<Anomaly>,
+    /// Whether the anomalies were accepted by the operator (`--accept-anomalies`).
+    pub anomalies_accepted: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TableThenNow {
+    pub table: String,
+    pub previous: u64,
+    pub current: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Count {
+    pub name: String,
+    pub count: u64,
+}
+
+/// One thing the guard refuses a month for (see `checks::guard`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Anomaly {
+    /// `table_shrank`, `table_grew`, `disappeared_share`, `reject_rate`, `file_kind_missing`.
+    pub kind: String,
+    /// What it is about: a table, a file kind, or empty.
+    pub subject: String,
+    pub previous: f64,
+    pub current: f64,
+    /// The threshold that was crossed (a ratio or a share).
+    pub threshold: f64,
+    /// One sentence for people.
+    pub message: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -69,6 +120,10 @@ pub struct Timings {
     pub lookups: f64,
     pub load: f64,
     pub transform: f64,
+    /// Recording the changes and carrying the history over (with `--previous`).
+    pub changes: f64,
+    /// Finishing the lookup file and the search index.
+    pub serving_files: f64,
     pub total: f64,
 }
 
