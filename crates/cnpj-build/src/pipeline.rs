@@ -17,7 +17,11 @@ use cnpj_parse::{Member, ParseError, Record, Records, list_members, read_member}
 use rayon::prelude::*;
 
 use crate::checks::{CapitalTally, CheckError, Checks, Notes};
-use crate::report::{BuildReport, FileReport, TableRows, Timings, UntranslatedCode, source_month, utc_now};
+use crate::guard::{PreviousReport, Thresholds};
+use crate::report::{
+    BuildReport, Count, FileReport, MonthOverMonth, TableRows, TableThenNow, Timings, UntranslatedCode, source_month,
+    utc_now,
+};
 
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
@@ -36,6 +40,14 @@ pub struct BuildOptions {
     pub ignore_stale: bool,
     /// Where to write the build report (JSON), before the dataset is renamed into place.
     pub report: Option<PathBuf>,
+    /// The previous month's dataset: the build records what changed since (contract §9) and
+    /// refuses a month that looks broken next to it (`guard`).
+    pub previous: Option<PathBuf>,
+    /// Months of change history kept, this one included.
+    pub keep_months: u32,
+    /// Build a month the guard finds anomalies in, listing them in the report.
+    pub accept_anomalies: bool,
+    pub thresholds: Thresholds,
 }
 
 impl BuildOptions {
@@ -49,6 +61,10 @@ impl BuildOptions {
             accept_incomplete: false,
             ignore_stale: false,
             report: None,
+            previous: None,
+            keep_months: 24,
+            accept_anomalies: false,
+            thresholds: Thresholds::default(),
         }
     }
 }
@@ -75,6 +91,15 @@ pub enum BuildError {
     Output { path: PathBuf, reason: String },
     #[error("writing the build report {path}")]
     Report { path: PathBuf, source: std::io::Error },
+    #[error("cannot compare with the previous dataset {path}: {reason}")]
+    Previous { path: PathBuf, reason: String },
+    #[error(
+        "this month ({month}) looks broken next to the previous one ({previous_month}), so the served dataset is left in place ({} anomal{}):\n  - {}\nLook at the build report; `--accept-anomalies` builds it anyway.",
+        anomalies.len(),
+        if anomalies.len() == 1 { "y" } else { "ies" },
+        anomalies.join("\n  - ")
+    )]
+    Anomalies { month: String, previous_month: String, anomalies: Vec<String> },
 }
 
 /// Hooks for progress display; every method has a no-op default.
@@ -415,6 +440,10 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     checks.folder();
     let (mut members, ignored_files) = discover(&opts.input)?;
     checks.members(&mut members);
+    let folder = opts.input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    let month = source_month(&folder, &names);
+    let previous = opts.previous.as_deref().map(|path| previous_dataset(path, month.as_deref())).transpose()?;
     let ids: Vec<i32> = (1..=members.len() as i32).collect();
     let notes = Notes::default();
     let reading = Reading { observer, notes: &notes, max_record_bytes: opts.max_record_bytes };
@@ -451,7 +480,13 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     tracing::debug!(?budget, "memory");
     let mut loader = Loader::create(&opts.db, budget.duckdb, rayon::current_num_threads())?;
     let (lookup_file, search_file) = loader.serving_files();
-    let serving_writer = cnpj_index::ServingWriter::create(&lookup_file, &search_file, budget.postings)?;
+    let previous_lookup = previous
+        .as_ref()
+        .filter(|p| p.month.as_deref() < month.as_deref())
+        .map(|p| cnpj_index::Previous::open(&p.path, &p.build_id))
+        .transpose()?;
+    let serving_writer =
+        cnpj_index::ServingWriter::create(&lookup_file, &search_file, budget.postings, previous_lookup)?;
     let serving = &serving_writer;
     let session = loader.session()?;
     for batch in [label_batch.take(), municipio_batch.take(), lookup_rejects.take()] {
@@ -532,8 +567,17 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     let summary = loader.transform(files)?;
     timings.transform = transform_started.elapsed().as_secs_f64();
 
-    let folder = opts.input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    let changes_started = Instant::now();
+    if previous.is_some() {
+        observer.stage("recording the changes since the previous month");
+    }
+    let changes = loader.record_changes(
+        month.as_deref().unwrap_or_default(),
+        &serving_writer.changes(),
+        previous.as_ref(),
+        opts.keep_months,
+    )?;
+    timings.changes = changes_started.elapsed().as_secs_f64();
     let files: Vec<FileReport> = summary
         .files
         .iter()
@@ -550,7 +594,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         .collect();
     let sum = |f: fn(&FileReport) -> u64| files.iter().map(f).sum::<u64>();
     let mut report = BuildReport {
-        source_month: source_month(&folder, &names),
+        source_month: month.clone(),
         built_at: utc_now(),
         input: opts.input.display().to_string(),
         dataset: opts.db.display().to_string(),
@@ -577,6 +621,9 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     serving_writer.finish(&build_id)?;
     report.seconds.serving_files = serving_started.elapsed().as_secs_f64();
     report.seconds.total = started.elapsed().as_secs_f64();
+    if let Some(previous) = &previous {
+        guard(opts, previous, &changes, &mut report)?;
+    }
     let json = serde_json::to_string(&report).expect("the report serializes");
     // The report is written before the dataset takes its place: no failure after that.
     if let Some(path) = &opts.report {
@@ -590,6 +637,70 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         ("report", json),
     ])?;
     Ok(report)
+}
+
+/// Reads the previous dataset's metadata, and checks that it is not of a later month than
+/// `month`. A dataset of the same month (a month built again) is not compared with: its history,
+/// this month's changes included, is carried over as it is.
+fn previous_dataset(path: &Path, month: Option<&str>) -> Result<cnpj_load::PreviousDataset, BuildError> {
+    let previous = cnpj_load::PreviousDataset::read(path)?;
+    let refuse = |reason: String| Err(BuildError::Previous { path: path.to_owned(), reason });
+    match (month, previous.month.as_deref()) {
+        (None, _) => refuse("the month of this dump is unknown (name the input folder YYYY-MM)".into()),
+        (_, None) => refuse("its metadata does not say its month".into()),
+        (Some(month), Some(before)) if before > month => {
+            refuse(format!("it is of {before}, which is after this month ({month})"))
+        }
+        _ => Ok(previous),
+    }
+}
+
+/// Fills in the report's month-over-month section, and refuses the month when the guard finds
+/// anomalies the operator did not accept (the report is written first, naming them).
+fn guard(
+    opts: &BuildOptions,
+    previous: &cnpj_load::PreviousDataset,
+    changes: &cnpj_load::ChangeSummary,
+    report: &mut BuildReport,
+) -> Result<(), BuildError> {
+    let before: PreviousReport =
+        previous.report.as_deref().and_then(|json| serde_json::from_str(json).ok()).unwrap_or_default();
+    let anomalies = crate::guard::anomalies(&before, report, changes.count("disappeared"), &opts.thresholds);
+    let counts =
+        |c: &[(String, u64)]| c.iter().map(|(name, count)| Count { name: name.clone(), count: *count }).collect();
+    let mut tables: Vec<TableThenNow> = report
+        .tables
+        .iter()
+        .map(|t| TableThenNow { table: t.table.clone(), previous: before.rows(&t.table).unwrap_or(0), current: t.rows })
+        .collect();
+    for t in &before.tables {
+        if !tables.iter().any(|n| n.table == t.table) {
+            tables.push(TableThenNow { table: t.table.clone(), previous: t.rows, current: 0 });
+        }
+    }
+    let refused = !anomalies.is_empty() && !opts.accept_anomalies;
+    let messages: Vec<String> = anomalies.iter().map(|a| a.message.clone()).collect();
+    report.month_over_month = Some(MonthOverMonth {
+        previous_month: previous.month.clone(),
+        previous_dataset: previous.path.display().to_string(),
+        tables,
+        events: counts(&changes.events),
+        states: counts(&changes.states),
+        history_rows: changes.history_rows,
+        anomalies,
+        anomalies_accepted: opts.accept_anomalies,
+    });
+    if !refused {
+        return Ok(());
+    }
+    if let Some(path) = &opts.report {
+        crate::checks::write_report(path, report)?;
+    }
+    Err(BuildError::Anomalies {
+        month: report.source_month.clone().unwrap_or_default(),
+        previous_month: previous.month.clone().unwrap_or_default(),
+        anomalies: messages,
+    })
 }
 
 #[cfg(test)]

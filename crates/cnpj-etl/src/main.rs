@@ -51,6 +51,13 @@ enum Command {
         memory_limit: u64,
         #[command(flatten)]
         checks: CheckArgs,
+        /// The previous month's dataset (a DuckDB file built by cnpj-etl, with its lookup file):
+        /// record what changed since in the `changes` table, carry its history over, and refuse
+        /// a month that looks broken next to it.
+        #[arg(long)]
+        previous: Option<PathBuf>,
+        #[command(flatten)]
+        guard: GuardArgs,
     },
     /// Download a month of RFB zips (and optionally the tax-regime zips) into --dest: parallel,
     /// resumable, every zip verified; a manifest.json records what is complete.
@@ -64,7 +71,8 @@ enum Command {
         source: SourceArgs,
     },
     /// Download (resuming), build and swap in one go: WORK/<month>/ holds the zips and the build
-    /// report; --db is replaced only by a build that succeeded.
+    /// report; --db is replaced only by a build that succeeded. The dataset it replaces is the
+    /// previous month of the build (changes, history, guard).
     Run {
         #[arg(long, default_value = "latest")]
         month: String,
@@ -77,6 +85,8 @@ enum Command {
         memory_limit: u64,
         #[command(flatten)]
         checks: CheckArgs,
+        #[command(flatten)]
+        guard: GuardArgs,
         #[command(flatten)]
         source: SourceArgs,
     },
@@ -144,6 +154,72 @@ impl CheckArgs {
             ignore_stale: self.ignore_stale,
             max_record_bytes: usize::try_from(self.max_record_bytes).unwrap_or(usize::MAX),
             ..opts
+        }
+    }
+}
+
+/// How the build compares with the previous month (see `cnpj_build::guard`).
+#[derive(Debug, clap::Args)]
+struct GuardArgs {
+    /// Months of change history kept (this one included).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=1200))]
+    keep_months: u32,
+    /// Build a month the guard finds anomalies in (after looking at them): they are listed in
+    /// the report.
+    #[arg(long)]
+    accept_anomalies: bool,
+    /// Refuse a main table that shrank by more than this percentage since last month.
+    #[arg(long, default_value_t = 2.0)]
+    max_shrink_percent: f64,
+    /// Refuse a main table that grew by more than this percentage.
+    #[arg(long, default_value_t = 10.0)]
+    max_growth_percent: f64,
+    /// Refuse a month where more than this percentage of last month's CNPJs disappeared.
+    #[arg(long, default_value_t = 1.0)]
+    max_disappeared_percent: f64,
+    /// Refuse a reject rate more than this many times last month's.
+    #[arg(long, default_value_t = 10.0)]
+    max_reject_ratio: f64,
+}
+
+impl GuardArgs {
+    fn apply(&self, previous: Option<PathBuf>, opts: BuildOptions) -> BuildOptions {
+        BuildOptions {
+            previous,
+            keep_months: self.keep_months,
+            accept_anomalies: self.accept_anomalies,
+            thresholds: cnpj_build::Thresholds {
+                max_shrink: self.max_shrink_percent / 100.0,
+                max_growth: self.max_growth_percent / 100.0,
+                max_disappeared: self.max_disappeared_percent / 100.0,
+                max_reject_ratio: self.max_reject_ratio,
+            },
+            ..opts
+        }
+    }
+}
+
+/// The exit code of a month the guard refused (`--accept-anomalies` builds it).
+const EXIT_ANOMALIES: u8 = 3;
+
+/// Runs a build with progress bars; a month refused by the guard is reported with its own exit
+/// code (the error is printed here), any other failure is an error.
+fn build(opts: &BuildOptions, quiet: bool) -> anyhow::Result<Result<BuildReport, ExitCode>> {
+    let observer = progress::Bars::new(quiet);
+    let result = cnpj_build::build(opts, &observer);
+    observer.clear();
+    match result {
+        Err(e @ cnpj_build::BuildError::Anomalies { .. }) => {
+            eprintln!("error: {e}");
+            Ok(Err(ExitCode::from(EXIT_ANOMALIES)))
+        }
+        result => {
+            let built =
+                result.with_context(|| format!("building {} from {}", opts.db.display(), opts.input.display()))?;
+            if !quiet {
+                eprint!("{}", summary_text(&built));
+            }
+            Ok(Ok(built))
         }
     }
 }
@@ -291,7 +367,7 @@ fn error_text(e: &anyhow::Error) -> String {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Build { input, db, pg, pg_streams, report, memory_limit, checks } => {
+        Command::Build { input, db, pg, pg_streams, report, memory_limit, checks, previous, guard } => {
             if let Some(db) = &db {
                 writable(db, "--db")?;
             }
@@ -308,12 +384,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let db = db.unwrap_or_else(|| scratch.as_ref().expect("a scratch folder").path().join("dataset.duckdb"));
             // The build writes the report before it renames the dataset into place.
             let opts = checks.apply(BuildOptions { memory_limit, report, ..BuildOptions::new(&input, &db) });
-            let observer = progress::Bars::new(cli.quiet);
-            let result = cnpj_build::build(&opts, &observer);
-            observer.clear();
-            let built = result.with_context(|| format!("building {} from {}", db.display(), input.display()))?;
-            if !cli.quiet {
-                eprint!("{}", summary_text(&built));
+            if let Err(code) = build(&guard.apply(previous, opts), cli.quiet)? {
+                return Ok(code);
             }
             if pg.postgres.is_some() {
                 publish(&db, &pg, pg_streams, cli.quiet)?;
@@ -335,7 +407,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print(&serde_json::to_string_pretty(&summary)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { month, work, db, memory_limit, checks, source } => {
+        Command::Run { month, work, db, memory_limit, checks, guard, source } => {
             // Every output is checked before anything is downloaded.
             std::fs::create_dir_all(&work).with_context(|| format!("--work {}: cannot create it", work.display()))?;
             writable(&work.join("build-report.json"), "--work")?;
@@ -346,14 +418,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             fetch(&source.options(&month, month_dir.clone()), cli.quiet)?;
             let report = Some(month_dir.join("build-report.json"));
             let opts = checks.apply(BuildOptions { memory_limit, report, ..BuildOptions::new(&month_dir, &db) });
-            let observer = progress::Bars::new(cli.quiet);
-            let result = cnpj_build::build(&opts, &observer);
-            observer.clear();
-            let built = result.with_context(|| format!("building {} from {}", db.display(), month_dir.display()))?;
-            if !cli.quiet {
-                eprint!("{}", summary_text(&built));
-            }
-            Ok(ExitCode::SUCCESS)
+            // The dataset about to be replaced is the previous month.
+            let previous = db.is_file().then(|| db.clone());
+            Ok(build(&guard.apply(previous, opts), cli.quiet)?.err().unwrap_or(ExitCode::SUCCESS))
         }
         Command::Synth { scale, out, seed, month } => {
             let opts = cnpj_synth::SynthOptions { seed, month, ..cnpj_synth::SynthOptions::new(scale, &out) };

@@ -12,6 +12,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
 
+use crate::changes::{ChangeFile, Differ, Previous};
 use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
 use crate::search::{HalfColumns, Postings, SearchIndexError, Table, UPPER, pack, write_index};
 use crate::text::date_text;
@@ -28,6 +29,8 @@ pub enum IndexError {
     EstablishmentsFailed,
     #[error("more than 2^31 establishments in one half of the table")]
     TooMany,
+    #[error("the previous dataset's lookup file {path}: {reason}")]
+    PreviousLookup { path: PathBuf, reason: String },
 }
 
 /// What the feeds have handed back, and how far the establishments are.
@@ -41,6 +44,8 @@ struct State {
     /// Set when the build says the establishments are stored (true) or when a feed was dropped
     /// unfinished (false).
     establishments_over: Option<bool>,
+    /// The events of the comparison with the previous month, per finished table half.
+    changes: Vec<ChangeFile>,
 }
 
 /// Writes the lookup file and the search index of one build (see the crate's docs). Files are
@@ -54,6 +59,8 @@ pub struct ServingWriter {
     changed: Condvar,
     /// The memory a feed's postings may take (estimated) before they are spilled to a file.
     spill_bytes: usize,
+    /// The previous month's lookup file, when the build compares with it.
+    previous: Option<Previous>,
     finished: bool,
 }
 
@@ -73,7 +80,13 @@ fn part_name(part: Part) -> &'static str {
 
 impl ServingWriter {
     /// `spill_bytes`: the memory each feed's postings may take before they are spilled.
-    pub fn create(lookup_path: &Path, search_path: &Path, spill_bytes: usize) -> Result<ServingWriter, IndexError> {
+    /// `previous`: the previous month to record the changes against (see `changes.rs`).
+    pub fn create(
+        lookup_path: &Path,
+        search_path: &Path,
+        spill_bytes: usize,
+        previous: Option<Previous>,
+    ) -> Result<ServingWriter, IndexError> {
         Ok(ServingWriter {
             lookup: Some(Writer::create(lookup_path)?),
             lookup_path: lookup_path.to_owned(),
@@ -81,8 +94,37 @@ impl ServingWriter {
             state: Mutex::default(),
             changed: Condvar::new(),
             spill_bytes,
+            previous,
             finished: false,
         })
+    }
+
+    /// The comparison of `table`'s half `part` with the previous month; the table is cut at the
+    /// company `cut` (the lower half below it).
+    fn differ(&self, table: LookupTable, part: Part, cut: [u8; 8]) -> Result<Option<Differ<'_>>, IndexError> {
+        let (start, end) = match part {
+            Part::Lower => ([0; 8], Some(cut)),
+            Part::Upper => (cut, None),
+        };
+        Differ::create(self.previous.as_ref(), table, start, end, self.change_scratch(table, part))
+    }
+
+    fn change_scratch(&self, table: LookupTable, part: Part) -> PathBuf {
+        self.scratch(&format!("changes-{table:?}"), part)
+    }
+
+    /// The events of the comparison with the previous month (empty without one), once every
+    /// table is stored. Their files are deleted with the writer.
+    pub fn changes(&self) -> Vec<ChangeFile> {
+        std::mem::take(&mut self.state().changes)
+    }
+
+    fn deposit_changes(&self, differ: Option<Differ<'_>>) -> Result<(), IndexError> {
+        if let Some(differ) = differ {
+            let file = differ.finish()?;
+            self.state().changes.push(file);
+        }
+        Ok(())
     }
 
     /// A temporary file of the search index's writing.
@@ -175,6 +217,17 @@ impl Drop for ServingWriter {
         for spill in &self.state().spills {
             let _ = std::fs::remove_file(spill);
         }
+        for table in [
+            LookupTable::Establishments,
+            LookupTable::Companies,
+            LookupTable::Partners,
+            LookupTable::Simples,
+            LookupTable::Regimes,
+        ] {
+            for part in [Part::Lower, Part::Upper] {
+                let _ = std::fs::remove_file(self.change_scratch(table, part));
+            }
+        }
         if !self.finished {
             let _ = std::fs::remove_file(&self.lookup_path);
             let _ = std::fs::remove_file(&self.search_path);
@@ -191,7 +244,9 @@ pub trait Feed<T>: Send {
 
 /// A served row type and its feed.
 pub trait Fed: Sized {
-    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError>;
+    /// The feed of half `part` of the table, which is cut at the company `cut` (the lower half
+    /// holds the companies before it).
+    fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError>;
 }
 
 /// Text of a date cell, as the dataset's SQL casts it.
@@ -227,6 +282,7 @@ struct EstablishmentFeed<'a> {
     /// The company of the establishments since ordinal `.1`.
     company: Option<([u8; 8], u32)>,
     cells: Vec<u8>,
+    differ: Option<Differ<'a>>,
     finished: bool,
 }
 
@@ -284,6 +340,9 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
             put_cell(cells, Some(cell));
         }
         self.lookup.as_mut().expect("until finished").put(&r.cnpj, cells)?;
+        if let Some(differ) = &mut self.differ {
+            differ.row(&r.cnpj, cells)?;
+        }
 
         let p = &mut self.postings;
         p.add(Table::Uf, &r.uf, ordinal);
@@ -331,6 +390,7 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
             out.flush().map_err(io_error(path))?;
         }
         self.writer.spill(&mut self.postings)?;
+        self.writer.deposit_changes(self.differ.take())?;
         self.finished = true;
         let lookup = self.lookup.take().expect("finished once");
         self.writer.deposit(lookup.finish()?);
@@ -349,7 +409,7 @@ impl Drop for EstablishmentFeed<'_> {
 }
 
 impl Fed for EstabelecimentoRow {
-    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+    fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
         let create = |what: &str| {
             let path = writer.scratch(what, part);
             let file = File::create(&path).map_err(io_error(&path))?;
@@ -368,6 +428,7 @@ impl Fed for EstabelecimentoRow {
             companies: create("companies")?,
             company: None,
             cells: Vec::new(),
+            differ: writer.differ(LookupTable::Establishments, part, cut)?,
             finished: false,
         }))
     }
@@ -410,6 +471,7 @@ struct CompanyFeed<'a> {
     postings: Postings,
     ranges: CompanyRanges,
     cells: Vec<u8>,
+    differ: Option<Differ<'a>>,
 }
 
 impl Feed<EmpresaRow> for CompanyFeed<'_> {
@@ -422,6 +484,9 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
         put_cell(&mut self.cells, capital.as_deref());
         put_cell(&mut self.cells, Some(&r.ente_federativo_responsavel));
         self.lookup.put(&r.cnpj_basico, &self.cells)?;
+        if let Some(differ) = &mut self.differ {
+            differ.row(&r.cnpj_basico, &self.cells)?;
+        }
         if let Some(ordinals) = self.ranges.of(r.cnpj_basico.as_bytes())? {
             let p = &mut self.postings;
             p.add_range(Table::Porte, &r.porte_empresa, ordinals.clone());
@@ -435,8 +500,9 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
     }
 
     fn finish(self: Box<Self>) -> Result<(), IndexError> {
-        let CompanyFeed { writer, lookup, mut postings, .. } = *self;
+        let CompanyFeed { writer, lookup, mut postings, differ, .. } = *self;
         writer.spill(&mut postings)?;
+        writer.deposit_changes(differ)?;
         writer.deposit(lookup.finish()?);
         Ok(())
     }
@@ -444,7 +510,7 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
 
 impl Fed for EmpresaRow {
     /// Waits until the establishments are stored: their company ranges are read here.
-    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+    fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
         let mut state = writer.state();
         while state.establishments_over.is_none() {
             state = writer.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
@@ -468,6 +534,7 @@ impl Fed for EmpresaRow {
             postings: Postings::default(),
             ranges: CompanyRanges { files, current: None },
             cells: Vec::new(),
+            differ: writer.differ(LookupTable::Companies, part, cut)?,
         }))
     }
 }
@@ -480,6 +547,7 @@ struct GroupFeed<'a> {
     cells: Vec<u8>,
     /// Only the first row of each company (the regimes: latest year first).
     first_only: bool,
+    differ: Option<Differ<'a>>,
 }
 
 impl GroupFeed<'_> {
@@ -502,6 +570,9 @@ impl GroupFeed<'_> {
     fn flush(&mut self) -> Result<(), IndexError> {
         if !self.basico.is_empty() {
             self.lookup.put(&self.basico, &self.cells)?;
+            if let Some(differ) = &mut self.differ {
+                differ.row(&self.basico, &self.cells)?;
+            }
         }
         self.cells.clear();
         Ok(())
@@ -509,13 +580,20 @@ impl GroupFeed<'_> {
 
     fn done(mut self) -> Result<(), IndexError> {
         self.flush()?;
-        let GroupFeed { writer, lookup, .. } = self;
+        let GroupFeed { writer, lookup, differ, .. } = self;
+        writer.deposit_changes(differ)?;
         writer.deposit(lookup.finish()?);
         Ok(())
     }
 
-    fn create(writer: &ServingWriter, table: LookupTable, part: Part) -> Result<GroupFeed<'_>, IndexError> {
+    fn create(
+        writer: &ServingWriter,
+        table: LookupTable,
+        part: Part,
+        cut: [u8; 8],
+    ) -> Result<GroupFeed<'_>, IndexError> {
         Ok(GroupFeed {
+            differ: writer.differ(table, part, cut)?,
             writer,
             lookup: writer.table(table, part)?,
             basico: String::new(),
@@ -571,20 +649,20 @@ impl Feed<RegimeRow> for GroupFeed<'_> {
 }
 
 impl Fed for SocioRow {
-    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
-        Ok(Box::new(GroupFeed::create(writer, LookupTable::Partners, part)?))
+    fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        Ok(Box::new(GroupFeed::create(writer, LookupTable::Partners, part, cut)?))
     }
 }
 
 impl Fed for SimplesRow {
-    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
-        Ok(Box::new(GroupFeed::create(writer, LookupTable::Simples, part)?))
+    fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        Ok(Box::new(GroupFeed::create(writer, LookupTable::Simples, part, cut)?))
     }
 }
 
 impl Fed for RegimeRow {
-    fn feed(writer: &ServingWriter, part: Part) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
-        Ok(Box::new(GroupFeed::create(writer, LookupTable::Regimes, part)?))
+    fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
+        Ok(Box::new(GroupFeed::create(writer, LookupTable::Regimes, part, cut)?))
     }
 }
 

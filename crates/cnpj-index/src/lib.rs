@@ -4,11 +4,13 @@
 //! establishment ordinals). Both are written while the merge stores the tables (`feed`), stamped
 //! with the build's id, and renamed into place with the DuckDB file.
 
+mod changes;
 mod feed;
 mod lookup;
 mod search;
 mod text;
 
+pub use changes::{ChangeFile, MARKER_COMPANY_GONE, MARKER_COMPANY_NEW, Previous};
 pub use feed::{Fed, Feed, IndexError, ServingWriter};
 pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
 pub use search::{Condition, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};

@@ -114,20 +114,7 @@ pub(crate) fn put_cell(out: &mut Vec<u8>, cell: Option<&str>) {
 
 /// The cells of an encoded row.
 fn row(bytes: &[u8]) -> Option<TextRow> {
-    let mut pos = 0;
-    let mut out = Vec::new();
-    while pos < bytes.len() {
-        let n = varint(bytes, &mut pos)? as usize;
-        out.push(match n {
-            0 => None,
-            n => {
-                let cell = bytes.get(pos..pos + n - 1)?;
-                pos += n - 1;
-                Some(String::from_utf8(cell.to_vec()).ok()?)
-            }
-        });
-    }
-    Some(out)
+    Some(cells(bytes)?.into_iter().map(|c| c.map(str::to_owned)).collect())
 }
 
 #[derive(Clone, Copy)]
@@ -485,6 +472,17 @@ impl Lookup {
         Ok(rows)
     }
 
+    /// The entries of `table` from the first key not before `from`, in key order, block by block.
+    pub(crate) fn entries(&self, table: LookupTable, from: &[u8]) -> Entries<'_> {
+        let t = &self.tables[table as usize];
+        let mut entries =
+            Entries { lookup: self, table: t, next_block: t.block_for(from).unwrap_or(0), raw: Vec::new(), pos: 0 };
+        while entries.peek().is_ok_and(|e| e.is_some_and(|(key, _)| key < from)) {
+            entries.advance();
+        }
+        entries
+    }
+
     /// Calls `each` with the entries from block `start` on, until it returns `false` or the
     /// table ends.
     fn scan(
@@ -526,6 +524,62 @@ impl Lookup {
     fn corrupt(&self, reason: &str) -> LookupError {
         LookupError::Invalid { path: self.path.clone(), reason: reason.to_owned() }
     }
+}
+
+/// An entry of a lookup table: its key and its encoded row.
+pub(crate) type Entry<'a> = (&'a [u8], &'a [u8]);
+
+/// A cursor over one table of a lookup file, in key order (see [`Lookup::entries`]).
+pub(crate) struct Entries<'a> {
+    lookup: &'a Lookup,
+    table: &'a Table,
+    next_block: usize,
+    raw: Vec<u8>,
+    pos: usize,
+}
+
+impl Entries<'_> {
+    /// The current entry (key, encoded row), `None` past the end; reads the next block when the
+    /// current one is used up.
+    pub(crate) fn peek(&mut self) -> Result<Option<Entry<'_>>, LookupError> {
+        while self.pos >= self.raw.len() {
+            let Some(block) = self.table.blocks.get(self.next_block) else { return Ok(None) };
+            self.raw = self.lookup.block(block)?;
+            self.pos = 0;
+            self.next_block += 1;
+        }
+        let width = self.table.key_width;
+        let raw = &self.raw;
+        let mut pos = self.pos + width;
+        let key = raw.get(self.pos..pos).ok_or_else(|| self.lookup.corrupt("a key is cut"))?;
+        let len = varint(raw, &mut pos).ok_or_else(|| self.lookup.corrupt("a length is cut"))? as usize;
+        let value = raw.get(pos..pos + len).ok_or_else(|| self.lookup.corrupt("a row is cut"))?;
+        Ok(Some((key, value)))
+    }
+
+    /// Moves past the current entry (which [`Entries::peek`] read).
+    pub(crate) fn advance(&mut self) {
+        let mut pos = self.pos + self.table.key_width;
+        let len = varint(&self.raw, &mut pos).unwrap_or(0) as usize;
+        self.pos = pos + len;
+    }
+}
+
+/// The cells of an encoded row, borrowed (`None` when it does not decode).
+pub(crate) fn cells(bytes: &[u8]) -> Option<Vec<Option<&str>>> {
+    let mut pos = 0;
+    let mut out = Vec::new();
+    while pos < bytes.len() {
+        let n = varint(bytes, &mut pos)? as usize;
+        if n == 0 {
+            out.push(None);
+        } else {
+            let cell = bytes.get(pos..pos + n - 1)?;
+            pos += n - 1;
+            out.push(Some(std::str::from_utf8(cell).ok()?));
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use cnpj_model::rows::{
-    EmpresaRow, EstabelecimentoRow, LabelRow, MunicipioRow, RegimeRow, RejectRow, SimplesRow, SocioRow,
+    ChangeRow, EmpresaRow, EstabelecimentoRow, LabelRow, MunicipioRow, RegimeRow, RejectRow, SimplesRow, SocioRow,
 };
 
 /// Where a row comes from: the source file's id, its global reading-order position and a hash
@@ -441,6 +441,16 @@ table!(
     [code: String, name: String, uf: String, ibge: Option<String>]
 );
 
+table!(
+    /// This month's changes, before their company events get a head office (see
+    /// `Loader::record_changes`).
+    ChangeBatch, ChangeRow, "stg_changes",
+    [
+        cnpj: Option<String>, cnpj_basico: String, event: String, field: Option<String>, old: Option<String>,
+        new: Option<String>, uf: Option<String>, municipio: Option<String>, cnae: Option<String>,
+    ]
+);
+
 /// A later occurrence of a key (the `duplicates` table).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DuplicateRow {
@@ -495,6 +505,7 @@ pub(crate) fn tables() -> Vec<(&'static str, Schema)> {
         (RejectBatch::TABLE, RejectBatch::schema()),
         (MunicipioBatch::TABLE, MunicipioBatch::schema()),
         (LabelBatch::TABLE, LabelBatch::schema()),
+        (ChangeBatch::TABLE, ChangeBatch::schema()),
     ]
 }
 

@@ -5,11 +5,13 @@
 //! count reconciles. Nothing else in the workspace writes a database.
 
 mod batches;
+mod changes;
 mod loader;
 pub mod postgres;
 mod runs;
 mod space;
 
 pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch};
+pub use changes::{ChangeSummary, PreviousDataset};
 pub use loader::{FileCounts, LoadError, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};
 pub use runs::{Keyed, RunWriter, Runs, Served, Spill};

@@ -41,7 +41,7 @@ pub enum LoadError {
     Index(#[from] cnpj_index::IndexError),
 }
 
-fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
+pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
     let context = context.into();
     move |source| {
         let source = crate::space::DuckDbError(source);
@@ -136,7 +136,7 @@ impl Loader {
         Ok(loader)
     }
 
-    fn conn(&self) -> &Connection {
+    pub(crate) fn conn(&self) -> &Connection {
         self.conn.as_ref().expect("the connection lives until commit")
     }
 
@@ -408,6 +408,7 @@ fn store<T: Served + Fed>(
     let started = std::time::Instant::now();
     let paths: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
     let middle = halfway(runs);
+    let cut: [u8; 8] = middle[..8].try_into().expect("a key starts with the company");
     let upper_conn = conn.try_clone().map_err(db("opening another connection"))?;
     let mut upper_codes = Codes::default();
     let (lower_done, lower_committed) = std::sync::mpsc::channel::<()>();
@@ -415,13 +416,13 @@ fn store<T: Served + Fed>(
         let (paths, upper_codes) = (&paths, &mut upper_codes);
         let upper = scope.spawn(move || {
             let keys = middle..ALL_KEYS.end;
-            let feed = T::feed(serving, Part::Upper)?;
+            let feed = T::feed(serving, Part::Upper, cut)?;
             store_keys::<T>(&upper_conn, paths, &keys, batch_rows, upper_codes, feed, || {
                 // Returns once the lower half is committed or has failed.
                 let _ = lower_committed.recv();
             })
         });
-        let lower = T::feed(serving, Part::Lower)
+        let lower = T::feed(serving, Part::Lower, cut)
             .map_err(LoadError::from)
             .and_then(|feed| store_keys::<T>(conn, paths, &(ALL_KEYS.start..middle), batch_rows, codes, feed, || ()));
         drop(lower_done);

@@ -155,3 +155,20 @@ impl Fields for [&[u8]] {
         self.get(i).copied().unwrap_or_default()
     }
 }
+
+/// One change between the previous month and this one (contract §9), as the build records it.
+/// `old` and `new` are JSON texts of served values (`null` as `None`); `uf`, `municipio` and
+/// `cnae` are the establishment's values now (last seen for a disappeared one), for filtering.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeRow {
+    /// `None` for a company event until the build fills in the head office.
+    pub cnpj: Option<String>,
+    pub cnpj_basico: String,
+    pub event: String,
+    pub field: Option<String>,
+    pub old: Option<String>,
+    pub new: Option<String>,
+    pub uf: Option<String>,
+    pub municipio: Option<String>,
+    pub cnae: Option<String>,
+}
