@@ -409,3 +409,164 @@ impl ChangeFile {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lookup::{Part, Writer};
+
+    type Rows<'a> = &'a [(&'a str, Vec<Option<&'a str>>)];
+
+    fn encoded(cells: &[Option<&str>]) -> Vec<u8> {
+        let mut row = Vec::new();
+        cells.iter().for_each(|c| put_cell(&mut row, *c));
+        row
+    }
+
+    /// Compares `current` with `previous` (rows of `table`), both halves cut at company `cut`,
+    /// and returns the events as (key, event, field, old, new).
+    fn changes(table: LookupTable, previous: Rows, current: Rows, cut: &str) -> Vec<[Option<String>; 5]> {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Writer::create(&dir.path().join("prev.lookup")).unwrap();
+        let mut part = writer.table(table, Part::Lower).unwrap();
+        for (key, cells) in previous {
+            part.put(key, &encoded(cells)).unwrap();
+        }
+        writer.finish(vec![part.finish().unwrap()], "b1").unwrap();
+        let previous = Previous::open(&dir.path().join("prev"), "b1").unwrap();
+        let cut: [u8; 8] = cut.as_bytes().try_into().unwrap();
+        let mut events = Vec::new();
+        for (half, (start, end)) in [([0; 8], Some(cut)), (cut, None)].into_iter().enumerate() {
+            let path = dir.path().join(format!("changes{half}"));
+            let mut differ = Differ::create(Some(&previous), table, start, end, path).unwrap().unwrap();
+            for (key, cells) in current
+                .iter()
+                .filter(|(k, _)| (k.as_bytes()[..8] >= start[..]) && end.is_none_or(|e| k.as_bytes()[..8] < e[..]))
+            {
+                differ.row(key, &encoded(cells)).unwrap();
+            }
+            differ
+                .finish()
+                .unwrap()
+                .read(|c| events.push([c.cnpj.or(Some(c.cnpj_basico)), Some(c.event), c.field, c.old, c.new]))
+                .unwrap();
+        }
+        events
+    }
+
+    fn check(table: LookupTable, previous: Rows, current: Rows, expected: &[[Option<&str>; 5]]) {
+        // Every cut gives the same events: before, inside and after the companies.
+        for cut in ["00000000", "22222222", "99999999"] {
+            let got = changes(table, previous, current, cut);
+            let expected: Vec<[Option<String>; 5]> = expected.iter().map(|e| e.map(|c| c.map(str::to_owned))).collect();
+            assert_eq!(got, expected, "cut at {cut}");
+        }
+    }
+
+    /// An establishment row as `feed.rs` encodes it, with the compared cells set.
+    fn est(situacao: &str, municipio: &str, cep: &str, cnaes: &str) -> Vec<Option<&'static str>> {
+        let leak = |s: &str| Some(&*Box::leak(s.to_owned().into_boxed_str()));
+        let mut row = vec![Some(""); 28];
+        row[est::NOME_FANTASIA] = Some("LOJA");
+        row[est::SITUACAO] = leak(situacao);
+        row[est::CNAE] = Some("4711302");
+        row[est::CNAES_SECUNDARIOS] = leak(cnaes);
+        row[est::LOGRADOURO] = Some("RUA A");
+        row[est::MUNICIPIO] = leak(municipio);
+        row[est::UF] = Some("SP");
+        row[est::CEP] = leak(cep);
+        row
+    }
+
+    #[test]
+    fn establishments_open_vanish_and_change_field_by_field() {
+        let s = |t: &'static str| Some(t);
+        check(
+            LookupTable::Establishments,
+            &[
+                ("11111111000101", est("02", "7107", "01310100", "1,2")),
+                ("22222222000102", est("02", "7107", "01310100", "")),
+                ("33333333000103", est("02", "7107", "01310100", "1,2")),
+            ],
+            &[
+                ("11111111000101", est("08", "7107", "01310100", "2,1")),
+                ("22222222000199", est("02", "7107", "01310100", "")),
+                ("33333333000103", est("02", "6001", "20000000", "1,3")),
+            ],
+            &[
+                [s("11111111000101"), s("status_changed"), s("situacao_cadastral"), s("\"02\""), s("\"08\"")],
+                [s("22222222000102"), s("disappeared"), None, None, None],
+                [s("22222222000199"), s("opened"), None, None, None],
+                [s("33333333000103"), s("moved"), s("municipio"), s("\"7107\""), s("\"6001\"")],
+                [s("33333333000103"), s("moved"), s("cep"), s("\"01310100\""), s("\"20000000\"")],
+                [
+                    s("33333333000103"),
+                    s("secondary_activities_changed"),
+                    s("cnaes_secundarios"),
+                    s("[\"1\",\"2\"]"),
+                    s("[\"1\",\"3\"]"),
+                ],
+            ],
+        );
+    }
+
+    #[test]
+    fn companies_mark_the_ones_that_come_and_go() {
+        let s = |t: &'static str| Some(t);
+        let co = |name: &'static str, capital: Option<&'static str>| {
+            vec![Some(name), Some("2062"), Some("05"), capital, Some("")]
+        };
+        check(
+            LookupTable::Companies,
+            &[("11111111", co("A LTDA", Some("10.00"))), ("22222222", co("B SA", None))],
+            &[("11111111", co("A EIRELI", None)), ("33333333", co("C ME", None))],
+            &[
+                [s("11111111"), s("renamed"), s("razao_social"), s("\"A LTDA\""), s("\"A EIRELI\"")],
+                [s("11111111"), s("capital_changed"), s("capital_social"), s("\"10.00\""), None],
+                [s("22222222"), s(MARKER_COMPANY_GONE), None, None, None],
+                [s("33333333"), s(MARKER_COMPANY_NEW), None, None, None],
+            ],
+        );
+    }
+
+    #[test]
+    fn partners_compare_as_multisets_and_options_by_their_s() {
+        let s = |t: &'static str| Some(t);
+        let partner = |nome: &'static str, doc: &'static str| {
+            [Some(nome), Some("49"), Some("2"), Some(doc), None, Some("4"), Some(""), Some(""), Some(""), Some("00")]
+        };
+        let partners = |list: &[[Option<&'static str>; 10]]| list.concat();
+        check(
+            LookupTable::Partners,
+            &[("11111111", partners(&[partner("ANA", "***1**"), partner("BRUNO", "***2**")]))],
+            &[("11111111", partners(&[partner("CARLA", "***3**"), partner("ANA", "***1**")]))],
+            &[
+                [
+                    s("11111111"),
+                    s("partner_left"),
+                    s("socios"),
+                    s(r#"{"nome":"BRUNO","documento":"***2**","qualificacao":"49"}"#),
+                    None,
+                ],
+                [
+                    s("11111111"),
+                    s("partner_entered"),
+                    s("socios"),
+                    None,
+                    s(r#"{"nome":"CARLA","documento":"***3**","qualificacao":"49"}"#),
+                ],
+            ],
+        );
+        check(
+            LookupTable::Simples,
+            &[("11111111", vec![s("S"), s("N")]), ("22222222", vec![s("N"), s("S")])],
+            &[("11111111", vec![s("N"), s("S")]), ("33333333", vec![s("S"), s("")])],
+            &[
+                [s("11111111"), s("simples_opted_out"), s("opcao_simples"), s("\"S\""), s("\"N\"")],
+                [s("11111111"), s("mei_opted_in"), s("opcao_mei"), s("\"N\""), s("\"S\"")],
+                [s("22222222"), s("mei_opted_out"), s("opcao_mei"), s("\"S\""), None],
+                [s("33333333"), s("simples_opted_in"), s("opcao_simples"), None, s("\"S\"")],
+            ],
+        );
+    }
+}
