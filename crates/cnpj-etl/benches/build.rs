@@ -14,6 +14,11 @@
 //! Run: `cargo bench -p cnpj-etl --bench build` with `CNPJ_BENCH_SCALES=0.01,0.03,0.1` (default
 //! `0.001`); `CNPJ_BENCH_DIR` keeps the data there; `CNPJ_BENCH_MEMORY_LIMITS=500MB,2000MB` builds
 //! each month again under each limit and prints its peak RSS against the limit.
+//!
+//! Month over month: the next month is evolved from each month (`cnpj-etl synth --evolve-from`)
+//! and built twice, alone and with `--previous` (the first month's dataset), in the same run: the
+//! difference is what the comparison costs, and the DuckDB files' difference is one month of
+//! `changes` (times 24: the history's size at `--keep-months 24`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -141,6 +146,57 @@ fn dataset_size(db: &Path) -> u64 {
         .sum()
 }
 
+/// Evolves the month in `dir` into the next one and builds it alone and with `--previous db`;
+/// returns the table line.
+fn month_over_month(scale: f64, dir: &Path, db: &Path, root: &Path) -> String {
+    let next = root.join(format!("scale-{scale}-next"));
+    let status = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"))
+        .args(["synth", "--quiet", "--evolve-from"])
+        .arg(dir)
+        .arg("--out")
+        .arg(&next)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("synth starts");
+    assert!(status.success(), "the next month is written");
+    let build = |db: &Path, previous: Option<&Path>, report: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
+        cmd.args(["build", "--quiet", "--input"]).arg(&next).arg("--db").arg(db).arg("--report").arg(report);
+        if let Some(previous) = previous {
+            cmd.arg("--previous").arg(previous);
+        }
+        measure_child(cmd)
+    };
+    let alone = root.join(format!("next-{scale}.duckdb"));
+    let with = root.join(format!("next-with-previous-{scale}.duckdb"));
+    let report = root.join(format!("next-{scale}.json"));
+    let (alone_wall, _, alone_rss) = build(&alone, None, &report);
+    let (with_wall, _, with_rss) = build(&with, Some(db), &report);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("the report")).expect("JSON");
+    let changes: u64 = report["month_over_month"]["events"]
+        .as_array()
+        .map_or(0, |events| events.iter().filter_map(|e| e["count"].as_u64()).sum());
+    let file = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len()) as f64;
+    let month_mb = (file(&with) - file(&alone)).max(0.0) / 1e6;
+    let added = with_wall.as_secs_f64() - alone_wall.as_secs_f64();
+    for db in [&alone, &with] {
+        for path in [db.to_path_buf(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db)] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&next);
+    format!(
+        "| {scale} | {changes} | {:.1} | {:.1} | {added:+.1} | {:+.1} % | {:.0}, {:.0} | {month_mb:.1} | {:.0} |",
+        alone_wall.as_secs_f64(),
+        with_wall.as_secs_f64(),
+        added / alone_wall.as_secs_f64() * 100.0,
+        alone_rss as f64 / 1e6,
+        with_rss as f64 / 1e6,
+        month_mb * 24.0,
+    )
+}
+
 fn main() {
     let scales: Vec<f64> = std::env::var("CNPJ_BENCH_SCALES")
         .unwrap_or_else(|_| "0.001".into())
@@ -168,6 +224,7 @@ fn main() {
         .map(|v| v.split(',').map(|l| l.trim().to_owned()).collect())
         .unwrap_or_default();
     let mut limit_lines = Vec::new();
+    let mut change_lines = Vec::new();
     for scale in scales {
         let dir = root.join(format!("scale-{scale}"));
         let opts = cnpj_synth::SynthOptions::new(scale, &dir);
@@ -195,6 +252,7 @@ fn main() {
             store.as_secs_f64(),
             std::fs::metadata(cnpj_store::search_index_path(&db)).map_or(0, |m| m.len()) as f64 / 1e6,
         );
+        change_lines.push(month_over_month(scale, &dir, &db, &root));
         for limit in &limits {
             let db = root.join(format!("limited-{scale}.duckdb"));
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
@@ -244,6 +302,14 @@ fn main() {
                 wall.as_secs_f64() + pg_wall.as_secs_f64(),
             ));
         }
+    }
+    println!("\nMonth over month: the next month (evolved) built alone, then with `--previous` (the first month)\n");
+    println!(
+        "| scale | changes | next month alone s | with --previous s | comparison s | comparison / build | peak RSS MB (alone, with) | one month of changes MB | 24 months MB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for line in change_lines {
+        println!("{line}");
     }
     if !limit_lines.is_empty() {
         println!("\nThe same month under a memory limit (`--memory-limit`): peak RSS against the limit\n");

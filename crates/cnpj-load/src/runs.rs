@@ -301,13 +301,15 @@ impl Spill {
 /// `row_hash` and the row's fields.
 const HEAD: usize = 16 + 8 + 4;
 
+/// Per buffered row: key, seq, payload start and length in the buffer.
+type IndexEntry = (Key, i64, u32, u32);
+
 /// Sorts one member's rows into runs.
 #[derive(Debug)]
 pub struct RunWriter<T> {
     spill: Spill,
     buffer: Vec<u8>,
-    /// Per buffered row: key, seq, payload start and length in `buffer`.
-    index: Vec<(Key, i64, u32, u32)>,
+    index: Vec<IndexEntry>,
     record: Vec<u8>,
     runs: Vec<Run>,
     row: PhantomData<fn(T)>,
@@ -333,9 +335,12 @@ impl<T: Served> RunWriter<T> {
         at.source_file.encode(&mut self.record);
         at.row_hash.encode(&mut self.record);
         row.encode(&mut self.record);
-        if self.buffer.is_empty() {
+        // The buffer and its index share the member's sort budget: a short row (Simples: about
+        // 30 bytes) costs as much again in the index.
+        let index_bytes = (self.index.len() + 1) * std::mem::size_of::<IndexEntry>();
+        if self.buffer.capacity() == 0 {
             self.buffer.reserve_exact(self.spill.buffer_bytes.max(self.record.len()));
-        } else if self.buffer.len() + self.record.len() > self.buffer.capacity() {
+        } else if self.buffer.len() + self.record.len() + index_bytes > self.spill.buffer_bytes {
             self.write_run()?;
         }
         let start = self.buffer.len() as u32;
