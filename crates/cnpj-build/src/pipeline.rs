@@ -402,9 +402,11 @@ fn source_file(member: &Member, id: i32, read: u64, rejected: u64, lookup_counts
 }
 
 /// How the one memory limit is shared: what is left after a fixed allowance for the process
-/// itself (code, threads, zip and batch buffers in flight) goes 50 % to DuckDB, 30 % to the two
-/// members' sort buffers and 20 % to the search index's postings of the two feeds that run at
-/// once. Measured in the build benchmark (peak RSS against the limit).
+/// itself (code, threads, zip buffers) goes 45 % to DuckDB, 30 % to the two members' sort
+/// buffers (rows and their index), 15 % to the search index's postings of the four feeds that can
+/// run at once, and 10 % to the Arrow batches in flight between the merges and DuckDB's
+/// appenders (which sets their size). Measured in the build benchmark (peak RSS against the
+/// limit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
     /// DuckDB's `memory_limit`, in bytes.
@@ -413,19 +415,28 @@ pub struct Budget {
     pub sort_buffer: usize,
     /// One feed's postings before they are spilled.
     pub postings: usize,
+    /// Rows per Arrow batch.
+    pub batch_rows: usize,
 }
 
 /// What the process needs besides the shared buffers.
 const PROCESS_BYTES: u64 = 120_000_000;
+/// Batches in flight at most: four table halves stored at once (the establishments' two, and
+/// another table's two while they finish), each with two queued, one being appended and one
+/// being filled.
+const BATCHES_IN_FLIGHT: u64 = 16;
+/// An establishment's row in an Arrow batch (the widest table), with its offsets.
+const BATCH_ROW_BYTES: u64 = 400;
 
 impl Budget {
     pub fn of(limit: u64) -> Budget {
         let shared = limit.saturating_sub(PROCESS_BYTES).max(64 << 20);
         Budget {
-            duckdb: shared / 2,
+            duckdb: shared * 45 / 100,
             sort_buffer: (shared * 3 / 20) as usize,
             // The postings' own estimate runs about half of what they take.
-            postings: (shared / 20) as usize,
+            postings: (shared * 15 / 100 / 8) as usize,
+            batch_rows: (shared / 10 / (BATCHES_IN_FLIGHT * BATCH_ROW_BYTES)).clamp(1024, 32_768) as usize,
         }
     }
 }
@@ -478,6 +489,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
 
     let budget = Budget::of(opts.memory_limit);
     tracing::debug!(?budget, "memory");
+    let batch_rows = opts.batch_rows.min(budget.batch_rows);
     let mut loader = Loader::create(&opts.db, budget.duckdb, rayon::current_num_threads())?;
     let (lookup_file, search_file) = loader.serving_files();
     let previous_lookup = previous
@@ -510,7 +522,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
             let results: Vec<Result<(SourceFile, Runs), BuildError>> = members
                 .par_iter()
                 .map_with(tx, |tx, &(member, id)| {
-                    let (read, rejected, runs) = load_member(member, id, &spill, opts.batch_rows, tx, &reading)?;
+                    let (read, rejected, runs) = load_member(member, id, &spill, batch_rows, tx, &reading)?;
                     Ok((source_file(member, id, read, rejected, None), runs))
                 })
                 .collect();
@@ -528,7 +540,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         let mut stores = Vec::new();
         let read_first = read(establishments, tx.clone()).map(|(files, runs)| {
             stores.push(scope.spawn(move || {
-                let stored = establishments_session.store(runs, opts.batch_rows, serving);
+                let stored = establishments_session.store(runs, batch_rows, serving);
                 // The companies' index waits for the establishments' ordinals.
                 serving.establishments_stored(stored.is_ok());
                 stored
@@ -538,7 +550,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         // The writer stops once every sender is gone: `read` takes its own.
         let read_others = match read_first {
             Ok(_) => read(others, tx).map(|(files, runs)| {
-                stores.push(scope.spawn(move || others_session.store(runs, opts.batch_rows, serving)));
+                stores.push(scope.spawn(move || others_session.store(runs, batch_rows, serving)));
                 files
             }),
             Err(_) => {
@@ -710,8 +722,12 @@ mod tests {
     #[test]
     fn the_budget_shares_the_limit() {
         let b = Budget::of(2_000_000_000);
-        assert_eq!(b.duckdb, 940_000_000);
-        assert_eq!(b.duckdb + 2 * b.sort_buffer as u64 + 4 * b.postings as u64 + PROCESS_BYTES, 2_000_000_000);
+        assert_eq!(b.duckdb, 846_000_000);
+        let batches = BATCHES_IN_FLIGHT * BATCH_ROW_BYTES * b.batch_rows as u64;
+        let shared = b.duckdb + 2 * b.sort_buffer as u64 + 4 * (2 * b.postings as u64) + batches;
+        assert!((1_870_000_000..=1_880_000_000).contains(&shared), "{shared}");
+        assert_eq!(Budget::of(500_000_000).batch_rows, 5_937, "smaller batches under a small limit");
+        assert_eq!(Budget::of(100_000_000_000).batch_rows, 32_768, "and no bigger than they pay off");
         assert!(Budget::of(0).sort_buffer > 0, "a floor for absurd limits");
     }
 
