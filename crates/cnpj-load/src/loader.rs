@@ -472,9 +472,11 @@ fn store_keys<T: Served>(
             feed.finish()?;
             Ok::<u64, LoadError>(kept)
         });
+        // Each batch is flushed into the transaction at once: DuckDB's appender otherwise
+        // collects 204,800 rows (tens of MB) outside the memory limit before it does.
         let appended = rx.into_iter().try_for_each(|batch| match batch.table {
             DuplicateBatch::TABLE => duplicates.append_record_batch(batch.data),
-            _ => appender.append_record_batch(batch.data),
+            _ => appender.append_record_batch(batch.data).and_then(|()| appender.flush()),
         });
         let merged = merged.join().expect("a merge does not panic");
         // An appender's error explains the merge's `Stopped`, so it goes first.
