@@ -153,7 +153,7 @@ impl<'a> Differ<'a> {
     /// Records last month's rows of this half before `key` (all that are left: `None`) as gone.
     fn gone_before(&mut self, key: Option<&[u8]>) -> Result<(), IndexError> {
         let Differ { kind, entries, end, sink } = self;
-        while let Some((prev_key, prev)) = entries.peek()? {
+        while let Some((prev_key, prev)) = entries.peek().map_err(damaged)? {
             if key.is_some_and(|key| prev_key >= key) || end.is_some_and(|end| prev_key[..8] >= end[..]) {
                 break;
             }
@@ -168,7 +168,7 @@ impl<'a> Differ<'a> {
     pub(crate) fn row(&mut self, key: &str, row: &[u8]) -> Result<(), IndexError> {
         self.gone_before(Some(key.as_bytes()))?;
         let Differ { kind, entries, sink, .. } = self;
-        match entries.peek()? {
+        match entries.peek().map_err(damaged)? {
             Some((prev_key, prev)) if prev_key == key.as_bytes() => {
                 if prev != row {
                     compare(*kind, sink, key, Some(prev), Some(row))?;
@@ -186,6 +186,16 @@ impl<'a> Differ<'a> {
         let Sink { path, mut out, events, .. } = self.sink;
         out.flush().map_err(|source| IndexError::Io { path: path.clone(), source })?;
         Ok(ChangeFile { path, events })
+    }
+}
+
+/// A damaged block of the previous lookup file: the comparison cannot go on (rebuild that month).
+fn damaged(e: crate::lookup::LookupError) -> IndexError {
+    match e {
+        crate::lookup::LookupError::Io { path, source } => {
+            IndexError::PreviousLookup { path, reason: source.to_string() }
+        }
+        crate::lookup::LookupError::Invalid { path, reason } => IndexError::PreviousLookup { path, reason },
     }
 }
 
