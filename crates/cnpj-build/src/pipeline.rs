@@ -105,6 +105,8 @@ pub enum BuildError {
 /// Hooks for progress display; every method has a no-op default.
 pub trait Observer: Sync {
     fn stage(&self, _name: &str) {}
+    /// The bytes of the main tables' members about to be read (their CSV size).
+    fn input(&self, _bytes: u64) {}
     fn file_started(&self, _id: i32, _name: &str, _bytes: u64) {}
     fn file_progress(&self, _id: i32, _bytes: u64, _rows: u64) {}
     fn file_finished(&self, _id: i32, _rows: u64) {}
@@ -506,6 +508,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     }
 
     observer.stage("sorting the main tables and storing them");
+    observer.input(members.iter().filter(|m| !m.kind.is_lookup()).map(|m| m.size).sum());
     let load_started = Instant::now();
     let spill = loader.spill(budget.sort_buffer)?;
     // Establishments first: the biggest table takes the longest to store, so it is stored while

@@ -321,6 +321,8 @@ impl SourceArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default = match cli.verbose {
+        // Off a terminal there are no bars: the progress is logged instead, a line per file.
+        0 if !cli.quiet && !progress::drawn(false) => "warn,cnpj_etl::progress=info",
         0 => "warn",
         1 => "info",
         _ => "debug",
