@@ -112,19 +112,8 @@ pub struct SynthReport {
     pub churn: BTreeMap<String, u64>,
 }
 
-impl SynthReport {
-    /// Rows a correct build serves from the files of `table` (records less rejects and
-    /// duplicates; for Socios, the partners).
-    pub fn served_rows(&self, table: Table) -> u64 {
-        self.files
-            .iter()
-            .filter(|f| evolve::kind(&f.zip).is_some_and(|(t, _)| t == table))
-            .map(FileSummary::served)
-            .sum()
-    }
-}
-
 impl FileSummary {
+    /// Rows a correct build serves from the file: its records less rejects and duplicates.
     fn served(&self) -> u64 {
         self.records - self.planted_rejects - self.planted_duplicates
     }
@@ -259,7 +248,7 @@ pub fn generate(opts: &SynthOptions) -> Result<SynthReport, SynthError> {
 }
 
 /// Reads what `synth.json` says of a month (its `planted_changes` are skipped as they stream by).
-pub fn read_manifest(path: &Path) -> Result<SynthReport, SynthError> {
+pub(crate) fn read_manifest(path: &Path) -> Result<SynthReport, SynthError> {
     let file = File::open(path).map_err(|source| SynthError::Io { path: path.to_owned(), source })?;
     serde_json::from_reader(BufReader::with_capacity(1 << 20, file))
         .map_err(|source| SynthError::Manifest { path: path.to_owned(), source })
