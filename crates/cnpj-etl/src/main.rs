@@ -91,16 +91,20 @@ enum Command {
         source: SourceArgs,
     },
     /// Write a synthetic month of RFB zips (format-faithful, deterministic for a seed) at a scale
-    /// (1.0 ≈ a full 2026 month: 69 M companies, 72 M establishments).
+    /// (1.0 ≈ a full 2026 month: 69 M companies, 72 M establishments), or with --evolve-from the
+    /// month after a synthetic month, its changes listed in synth.json (`planted_changes`).
     Synth {
-        #[arg(long)]
-        scale: f64,
+        #[arg(long, required_unless_present = "evolve_from", conflicts_with = "evolve_from")]
+        scale: Option<f64>,
+        /// A synthetic month (written by `synth`, evolved or not): write the next month from it.
+        #[arg(long, value_name = "DIR")]
+        evolve_from: Option<PathBuf>,
         #[arg(long)]
         out: PathBuf,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// The month the member names carry.
-        #[arg(long, default_value = "2026-11")]
+        /// The month the member names carry (with --evolve-from: the month after the input's).
+        #[arg(long, default_value = "2026-11", conflicts_with = "evolve_from")]
         month: String,
     },
     /// Publish an already built DuckDB dataset into Postgres (what `build --postgres` does after the build).
@@ -424,16 +428,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let previous = db.is_file().then(|| db.clone());
             Ok(build(&guard.apply(previous, opts), cli.quiet)?.err().unwrap_or(ExitCode::SUCCESS))
         }
-        Command::Synth { scale, out, seed, month } => {
-            let opts = cnpj_synth::SynthOptions { seed, month, ..cnpj_synth::SynthOptions::new(scale, &out) };
+        Command::Synth { scale, evolve_from, out, seed, month } => {
             let started = std::time::Instant::now();
-            let report = cnpj_synth::generate(&opts).with_context(|| format!("writing {}", out.display()))?;
+            let report = match (evolve_from, scale) {
+                (Some(from), _) => {
+                    let opts = cnpj_synth::EvolveOptions { from: from.clone(), out: out.clone(), seed };
+                    cnpj_synth::evolve(&opts)
+                        .with_context(|| format!("writing {} from {}", out.display(), from.display()))?
+                }
+                (None, Some(scale)) => {
+                    let opts = cnpj_synth::SynthOptions { seed, month, ..cnpj_synth::SynthOptions::new(scale, &out) };
+                    cnpj_synth::generate(&opts).with_context(|| format!("writing {}", out.display()))?
+                }
+                (None, None) => anyhow::bail!("--scale or --evolve-from is required"),
+            };
             if !cli.quiet {
                 let records: u64 = report.files.iter().map(|f| f.records).sum();
                 let bytes: u64 = report.files.iter().map(|f| f.csv_bytes).sum();
+                let changes: u64 = report.churn.values().sum();
                 eprintln!(
-                    "wrote {} files, {records} records, {bytes} bytes of CSV in {:.1} s",
+                    "wrote {} files of {}, {records} records, {bytes} bytes of CSV, {changes} planted changes in {:.1} s",
                     report.files.len(),
+                    report.month,
                     started.elapsed().as_secs_f64()
                 );
             }

@@ -6,15 +6,24 @@
 //! at the start of every part so that even a tiny scale shows them. Deterministic for a seed: every
 //! (table, part) has its own random stream, so parts are generated in parallel on all cores and
 //! memory stays flat (each part streams into its zip).
+//!
+//! `evolve` writes the month after one (`evolve.rs`): the same registry a month later, with a
+//! month's openings, closings and other changes, each listed in the new month's `synth.json`.
 
+mod evolve;
+mod records;
 mod rows;
 
-use std::io::{Cursor, Read, Write};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::ser::{Error as _, SerializeSeq};
+use serde::{Deserialize, Serialize, Serializer};
 
+pub use evolve::{EvolveOptions, PlantedChange, evolve};
 pub use rows::Tables;
 
 /// Rows of a month at scale 1.0.
@@ -59,10 +68,18 @@ pub enum SynthError {
     Zip { path: PathBuf, source: zip::result::ZipError },
     #[error("the scale must be positive and finite, not {0}")]
     Scale(f64),
+    #[error("{path}: {source}")]
+    Manifest { path: PathBuf, source: serde_json::Error },
+    #[error("{path}: not a month written by `synth`: {reason}")]
+    NotSynthetic { path: PathBuf, reason: String },
+    #[error("{0}: the evolved month must go to another folder than the month it evolves")]
+    SameFolder(PathBuf),
+    #[error("{path}: no room for this month's new keys ({reason})")]
+    Exhausted { path: PathBuf, reason: String },
 }
 
 /// What one written file holds, and what was planted in it.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct FileSummary {
     pub zip: String,
     pub member: String,
@@ -75,11 +92,31 @@ pub struct FileSummary {
     pub planted_duplicates: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+/// What `synth.json` says of a month (besides its `planted_changes`, which it streams).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SynthReport {
     pub scale: f64,
     pub seed: u64,
+    /// `YYYY-MM`, as the member names' date stamps carry it.
+    pub month: String,
+    /// The month this one was evolved from (none for a month written by `generate`).
+    pub evolved_from: Option<String>,
+    /// 0 for a month written by `generate`, n for the n-th month evolved from it.
+    pub generation: u32,
+    /// The lowest company index (see `rows::basico`) that no month of the chain has used.
+    pub next_company: u64,
+    /// The lowest `cnpj_ordem` that no establishment of the chain has had.
+    pub next_ordem: u32,
     pub files: Vec<FileSummary>,
+    /// Planted changes by event (an evolved month; each is listed in `planted_changes`).
+    pub churn: BTreeMap<String, u64>,
+}
+
+impl FileSummary {
+    /// Rows a correct build serves from the file: its records less rejects and duplicates.
+    fn served(&self) -> u64 {
+        self.records - self.planted_rejects - self.planted_duplicates
+    }
 }
 
 /// The real lookup tables (as the project's sample dump carries them).
@@ -105,6 +142,17 @@ fn date_code(month: &str) -> String {
     let year_digit = month.get(3..4).unwrap_or("6");
     let mm = month.get(5..7).unwrap_or("11");
     format!("D{year_digit}{mm}13")
+}
+
+/// The month after a `YYYY-MM`.
+fn next_month(month: &str) -> Option<String> {
+    let (y, m) = month.split_once('-')?;
+    let (y, m): (u32, u32) = (y.parse().ok()?, m.parse().ok()?);
+    match m {
+        12 => Some(format!("{:04}-01", y + 1)),
+        1..=11 => Some(format!("{y:04}-{:02}", m + 1)),
+        _ => None,
+    }
 }
 
 /// Rows of each part: part 0 weighs 4, the others 1.
@@ -160,14 +208,18 @@ pub fn generate(opts: &SynthOptions) -> Result<SynthReport, SynthError> {
             let path = opts.out.join(&zip);
             let mut summary = FileSummary { zip, member: member.clone(), ..Default::default() };
             write_zip(&path, &member, |w| {
-                tables.write_part(*table, *part, range.clone(), empresas, opts.seed, w, &mut summary)
+                tables
+                    .write_part(*table, *part, range.clone(), empresas, opts.seed, w, &mut summary)
+                    .map_err(|source| SynthError::Io { path: path.clone(), source })
             })?;
             Ok(summary)
         })
         .collect::<Result<_, SynthError>>()?;
     for (zip, member, bytes) in &lookups {
         let path = opts.out.join(zip);
-        write_zip(&path, member, |w| w.write_all(bytes))?;
+        write_zip(&path, member, |w| {
+            w.write_all(bytes).map_err(|source| SynthError::Io { path: path.clone(), source })
+        })?;
         let records = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() as u64;
         files.push(FileSummary {
             zip: (*zip).to_owned(),
@@ -178,18 +230,67 @@ pub fn generate(opts: &SynthOptions) -> Result<SynthReport, SynthError> {
         });
     }
     files.sort_by(|a, b| a.zip.cmp(&b.zip));
-    let report = SynthReport { scale: opts.scale, seed: opts.seed, files };
-    let manifest = opts.out.join("synth.json");
-    std::fs::write(&manifest, serde_json::to_vec_pretty(&report).expect("a report serializes"))
-        .map_err(|source| SynthError::Io { path: manifest, source })?;
+    let estabelecimentos = count(Table::Estabelecimentos);
+    let report = SynthReport {
+        scale: opts.scale,
+        seed: opts.seed,
+        month: opts.month.clone(),
+        evolved_from: None,
+        generation: 0,
+        next_company: empresas,
+        // Establishment j has the ordem j / empresas + 1.
+        next_ordem: u32::try_from((estabelecimentos - 1) / empresas + 2).unwrap_or(u32::MAX),
+        files,
+        churn: BTreeMap::new(),
+    };
+    write_manifest(&opts.out.join("synth.json"), &report, &[])?;
     Ok(report)
+}
+
+/// Reads what `synth.json` says of a month (its `planted_changes` are skipped as they stream by).
+pub(crate) fn read_manifest(path: &Path) -> Result<SynthReport, SynthError> {
+    let file = File::open(path).map_err(|source| SynthError::Io { path: path.to_owned(), source })?;
+    serde_json::from_reader(BufReader::with_capacity(1 << 20, file))
+        .map_err(|source| SynthError::Manifest { path: path.to_owned(), source })
+}
+
+/// Writes `synth.json`: the report, then `planted_changes` streamed from `changes` (files of one
+/// JSON change a line), so that the list never is in memory.
+fn write_manifest(path: &Path, report: &SynthReport, changes: &[PathBuf]) -> Result<(), SynthError> {
+    #[derive(Serialize)]
+    struct Manifest<'a> {
+        #[serde(flatten)]
+        report: &'a SynthReport,
+        planted_changes: Streamed<'a>,
+    }
+    struct Streamed<'a>(&'a [PathBuf]);
+    impl Serialize for Streamed<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(None)?;
+            for path in self.0 {
+                let fail = |e: &dyn std::fmt::Display| S::Error::custom(format!("{}: {e}", path.display()));
+                let file = File::open(path).map_err(|e| fail(&e))?;
+                for line in BufReader::new(file).lines() {
+                    let change: PlantedChange =
+                        serde_json::from_str(&line.map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
+                    seq.serialize_element(&change)?;
+                }
+            }
+            seq.end()
+        }
+    }
+    let io = |source| SynthError::Io { path: path.to_owned(), source };
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
+    serde_json::to_writer_pretty(&mut out, &Manifest { report, planted_changes: Streamed(changes) })
+        .map_err(|source| SynthError::Manifest { path: path.to_owned(), source })?;
+    out.write_all(b"\n").and_then(|()| out.flush()).map_err(io)
 }
 
 /// Writes one zip with one deflated member (fixed timestamp, so output is byte-identical per seed).
 fn write_zip(
     path: &Path,
     member: &str,
-    body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    body: impl FnOnce(&mut dyn Write) -> Result<(), SynthError>,
 ) -> Result<(), SynthError> {
     let io = |source| SynthError::Io { path: path.to_owned(), source };
     let zip_err = |source| SynthError::Zip { path: path.to_owned(), source };
@@ -203,7 +304,7 @@ fn write_zip(
     writer.start_file(member, options).map_err(zip_err)?;
     {
         let mut buffered = std::io::BufWriter::with_capacity(1 << 20, &mut writer);
-        body(&mut buffered).map_err(io)?;
+        body(&mut buffered)?;
         buffered.flush().map_err(io)?;
     }
     writer.finish().map_err(zip_err)?.flush().map_err(io)?;
@@ -229,5 +330,19 @@ mod tests {
     fn member_date_codes() {
         assert_eq!(date_code("2026-11"), "D61113");
         assert_eq!(date_code("2027-03"), "D70313");
+    }
+
+    fn check_next(month: &str, expected: Option<&str>) {
+        assert_eq!(next_month(month).as_deref(), expected, "{month}");
+    }
+
+    #[test]
+    fn the_next_month_rolls_the_year_over() {
+        check_next("2026-11", Some("2026-12"));
+        check_next("2026-12", Some("2027-01"));
+        check_next("2027-01", Some("2027-02"));
+        check_next("2026-13", None);
+        check_next("2026", None);
+        assert_eq!(date_code(&next_month("2026-12").unwrap()), "D70113");
     }
 }

@@ -8,16 +8,29 @@ use std::ops::Range;
 use crate::{FileSummary, Table};
 
 /// SplitMix64: small, fast, and good enough for synthetic data.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64, table: Table, part: u32) -> Rng {
+    pub(crate) fn new(seed: u64, table: Table, part: u32) -> Rng {
         Rng(seed
             ^ (table as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ u64::from(part).wrapping_mul(0xD1B5_4A32_D192_ED03))
     }
 
-    fn next(&mut self) -> u64 {
+    /// A stream for one key (a CNPJ, a company, a record): the same for the same seed, salt and
+    /// key, wherever the key is met.
+    pub(crate) fn keyed(seed: u64, salt: u64, key: &[u8]) -> Rng {
+        let mut rng = Rng(seed ^ salt.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        for chunk in key.chunks(8) {
+            let mut word = [0; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            rng.0 = rng.next() ^ u64::from_le_bytes(word);
+        }
+        rng.0 = rng.next() ^ key.len() as u64;
+        rng
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -25,21 +38,21 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
     /// True with probability `p`.
-    fn chance(&mut self, p: f64) -> bool {
+    pub(crate) fn chance(&mut self, p: f64) -> bool {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
 
     /// A code by weight (`(code, weight)`), weights summing to any total.
-    fn weighted<'a>(&mut self, items: &[(&'a str, u32)]) -> &'a str {
+    pub(crate) fn weighted<'a>(&mut self, items: &[(&'a str, u32)]) -> &'a str {
         let total: u32 = items.iter().map(|(_, w)| w).sum();
         let mut x = self.below(u64::from(total)) as u32;
         for (code, w) in items {
@@ -51,13 +64,13 @@ impl Rng {
         items[0].0
     }
 
-    fn date(&mut self, from_year: u32, to_year: u32) -> String {
+    pub(crate) fn date(&mut self, from_year: u32, to_year: u32) -> String {
         let y = from_year + self.below(u64::from(to_year - from_year + 1)) as u32;
         format!("{y}{:02}{:02}", 1 + self.below(12), 1 + self.below(28))
     }
 }
 
-const FIRST: [&str; 16] = [
+pub(crate) const FIRST: [&str; 16] = [
     "JOSE",
     "MARIA",
     "ANA",
@@ -75,7 +88,7 @@ const FIRST: [&str; 16] = [
     "RAFAEL",
     "FERNANDA",
 ];
-const LAST: [&str; 12] = [
+pub(crate) const LAST: [&str; 12] = [
     "SILVA",
     "SANTOS",
     "OLIVEIRA",
@@ -89,7 +102,7 @@ const LAST: [&str; 12] = [
     "COSTA",
     "RIBEIRO",
 ];
-const WORDS: [&str; 14] = [
+pub(crate) const WORDS: [&str; 14] = [
     "COMERCIO",
     "SERVICOS",
     "TRANSPORTES",
@@ -105,7 +118,7 @@ const WORDS: [&str; 14] = [
     "FARMACIA",
     "BAZAR",
 ];
-const STREETS: [&str; 10] = [
+pub(crate) const STREETS: [&str; 10] = [
     "DAS FLORES",
     "SETE DE SETEMBRO",
     "BRASIL",
@@ -130,10 +143,11 @@ const BAIRROS: [&[u8]; 8] = [
 
 /// The real lookup codes that synthetic rows draw from.
 pub struct Tables {
-    cnaes: Vec<String>,
+    pub(crate) cnaes: Vec<String>,
     naturezas: Vec<String>,
     paises: Vec<String>,
-    municipios: Vec<(String, String)>,
+    /// (RFB code, UF).
+    pub(crate) municipios: Vec<(String, String)>,
 }
 
 fn codes(csv: &[u8]) -> Vec<String> {
@@ -144,11 +158,11 @@ fn codes(csv: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn basico(i: u64) -> String {
+pub(crate) fn basico(i: u64) -> String {
     format!("{:08}", (i.wrapping_mul(7919) + 12_345) % 100_000_000)
 }
 
-fn cnpj(basico: &str, ordem: u64) -> (String, String) {
+pub(crate) fn cnpj(basico: &str, ordem: u64) -> (String, String) {
     let ordem = format!("{ordem:04}");
     let base: [u8; 12] = format!("{basico}{ordem}").as_bytes().try_into().expect("12 characters");
     let dv = cnpj_model::check_digits(&base).expect("digits");
@@ -156,7 +170,7 @@ fn cnpj(basico: &str, ordem: u64) -> (String, String) {
 }
 
 /// One record: every field quoted, inner quotes doubled, `;` between, LF at the end.
-fn record(out: &mut Vec<u8>, fields: &[&[u8]]) {
+pub(crate) fn record(out: &mut Vec<u8>, fields: &[&[u8]]) {
     for (i, f) in fields.iter().enumerate() {
         if i > 0 {
             out.push(b';');
@@ -249,11 +263,11 @@ impl Tables {
         w.write_all(&buf)
     }
 
-    fn name(rng: &mut Rng) -> String {
+    pub(crate) fn name(rng: &mut Rng) -> String {
         format!("{} {} {}", rng.pick(&FIRST), rng.pick(&LAST), rng.pick(&LAST))
     }
 
-    fn empresa(&self, rng: &mut Rng, i: u64, out: &mut Vec<u8>) {
+    pub(crate) fn empresa(&self, rng: &mut Rng, i: u64, out: &mut Vec<u8>) {
         let base = basico(i);
         let natureza =
             rng.weighted(&[("2062", 45), ("2135", 30), ("3999", 5), ("2305", 3), ("2240", 3), ("2054", 2), ("", 12)]);
@@ -298,7 +312,7 @@ impl Tables {
         );
     }
 
-    fn estabelecimento(&self, rng: &mut Rng, j: u64, empresas: u64, out: &mut Vec<u8>) {
+    pub(crate) fn estabelecimento(&self, rng: &mut Rng, j: u64, empresas: u64, out: &mut Vec<u8>) {
         let base = basico(j % empresas);
         let (ordem, dv) = cnpj(&base, j / empresas + 1);
         let matriz = if (ordem == "0001") != rng.chance(0.002) { "1" } else { "2" };
@@ -418,7 +432,7 @@ impl Tables {
         );
     }
 
-    fn socio(&self, rng: &mut Rng, k: u64, empresas: u64, out: &mut Vec<u8>) {
+    pub(crate) fn socio(&self, rng: &mut Rng, k: u64, empresas: u64, out: &mut Vec<u8>) {
         let company = k.wrapping_mul(2_654_435_761) % empresas;
         let base = basico(company);
         let tipo = rng.weighted(&[("2", 979), ("1", 20), ("3", 1)]);
@@ -457,7 +471,7 @@ impl Tables {
         );
     }
 
-    fn simples(&self, rng: &mut Rng, i: u64, out: &mut Vec<u8>) {
+    pub(crate) fn simples(&self, rng: &mut Rng, i: u64, out: &mut Vec<u8>) {
         let base = basico(i);
         let simples = if rng.chance(0.53) { "S" } else { "N" };
         let mei = if rng.chance(0.37) { "S" } else { "N" };

@@ -7,8 +7,10 @@
 //! - `hardening`: hostile and incomplete input (issue 19), one test per case.
 //! - `fuzz`: the mutation fuzzer over the sample dump (`CNPJ_FUZZ_CASES`, `CNPJ_FUZZ_SEED`;
 //!   `scripts/fuzz-build` runs it at a large count).
+//! - `evolve`: `synth --evolve-from` months, their planted changes against the two datasets.
 
 mod builds;
+mod evolve;
 mod fuzz;
 mod hardening;
 
