@@ -4,12 +4,15 @@
 //!
 //! - `builds`: the sample dump, the real extract and synthetic months, `show`, `run`, Postgres,
 //!   the lookup file and the search index against SQL.
+//! - `changes`: month over month: evolved synthetic months built with `--previous` against their
+//!   planted changes, the history, the guard, previous datasets that cannot be compared with.
 //! - `hardening`: hostile and incomplete input (issue 19), one test per case.
 //! - `fuzz`: the mutation fuzzer over the sample dump (`CNPJ_FUZZ_CASES`, `CNPJ_FUZZ_SEED`;
 //!   `scripts/fuzz-build` runs it at a large count).
 //! - `evolve`: `synth --evolve-from` months, their planted changes against the two datasets.
 
 mod builds;
+mod changes;
 mod evolve;
 mod fuzz;
 mod hardening;

@@ -1,0 +1,197 @@
+//! Month over month (issue 18): a synthetic month evolved with planted changes and built with
+//! `--previous` holds exactly the planted events in `changes`; the history carries over and is
+//! trimmed to `--keep-months`; a truncated month trips the guard and leaves the dataset.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use super::{build_in, etl, query, text};
+
+/// Whether an event is about an establishment (keyed by its CNPJ) rather than its company.
+fn of_establishment(event: &str, field: &str) -> bool {
+    matches!(
+        event,
+        "opened"
+            | "disappeared"
+            | "status_changed"
+            | "moved"
+            | "main_activity_changed"
+            | "secondary_activities_changed"
+    ) || field == "nome_fantasia"
+}
+
+/// (event, field, key) → count: the key is the CNPJ of an establishment event, else the company's base.
+type Events = BTreeMap<(String, String, String), usize>;
+
+fn planted(month_dir: &Path) -> Events {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(month_dir.join("synth.json")).unwrap()).unwrap();
+    let mut out = Events::new();
+    for c in manifest["planted_changes"].as_array().expect("planted_changes") {
+        let (event, field) = (c["event"].as_str().unwrap(), c["field"].as_str().unwrap_or(""));
+        let key = if of_establishment(event, field) { c["cnpj"].as_str() } else { c["cnpj_basico"].as_str() };
+        *out.entry((event.to_owned(), field.to_owned(), key.unwrap().to_owned())).or_default() += 1;
+    }
+    out
+}
+
+fn recorded(db: &Path, month: &str) -> Events {
+    let mut out = Events::new();
+    for row in query(db, &format!("SELECT event, field, cnpj, cnpj_basico FROM changes WHERE month = '{month}'")) {
+        let key = if of_establishment(&row[0], &row[1]) { &row[2] } else { &row[3] };
+        *out.entry((row[0].clone(), row[1].clone(), key.clone())).or_default() += 1;
+    }
+    out
+}
+
+fn synth(args: &[&str]) {
+    let out = etl(&[&["synth", "--quiet"], args].concat());
+    assert!(out.status.success(), "synth {args:?}: {}", text(&out));
+}
+
+#[test]
+fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    synth(&["--scale", "0.0005", "--month", "2026-11", "--out", &path("m1")]);
+    synth(&["--evolve-from", &path("m1"), "--out", &path("m2"), "--seed", "7"]);
+    synth(&["--evolve-from", &path("m2"), "--out", &path("m3"), "--seed", "8"]);
+    for month in ["a", "b", "c", "d"] {
+        std::fs::create_dir(dir.path().join(month)).unwrap();
+    }
+    let first = build_in(&dir.path().join("m1"), &dir.path().join("a"), &[]);
+    assert_eq!(query(&first.db, "SELECT count(*)::VARCHAR FROM changes"), [["0"]], "no previous month, no change");
+    let second = build_in(&dir.path().join("m2"), &dir.path().join("b"), &["--previous", first.db.to_str().unwrap()]);
+    assert_eq!(second.report["source_month"], "2026-12");
+    let expected = planted(&dir.path().join("m2"));
+    let events: std::collections::BTreeSet<&str> = expected.keys().map(|(e, ..)| e.as_str()).collect();
+    assert!(events.len() >= 15, "every kind of event is planted: {events:?}");
+    assert_eq!(recorded(&second.db, "2026-12"), expected);
+    let mom = &second.report["month_over_month"];
+    assert_eq!(mom["previous_month"], "2026-11");
+    assert_eq!(mom["anomalies"], serde_json::json!([]));
+    let total: u64 = mom["events"].as_array().unwrap().iter().map(|e| e["count"].as_u64().unwrap()).sum();
+    assert_eq!(total as usize, expected.values().sum::<usize>());
+    // Company events carry their head office now.
+    let headless =
+        query(&second.db, "SELECT count(*)::VARCHAR FROM changes c WHERE cnpj IS NULL OR cnpj_basico <> left(cnpj, 8)");
+    assert_eq!(headless, [["0"]]);
+
+    // A third month: the second's changes carried over, the third's added.
+    let third = build_in(&dir.path().join("m3"), &dir.path().join("c"), &["--previous", second.db.to_str().unwrap()]);
+    assert_eq!(recorded(&third.db, "2026-12"), expected, "the history carries over");
+    assert_eq!(recorded(&third.db, "2027-01"), planted(&dir.path().join("m3")));
+    assert_eq!(
+        third.report["month_over_month"]["history_rows"].as_u64().unwrap() as usize,
+        expected.values().sum::<usize>()
+    );
+    let ordered = query(
+        &third.db,
+        "SELECT count(*)::VARCHAR FROM (SELECT month, cnpj, lag(month) OVER (ORDER BY rowid) AS pm, lag(cnpj) OVER (ORDER BY rowid) AS pc FROM changes) WHERE (pm, pc) > (month, cnpj)",
+    );
+    assert_eq!(ordered, [["0"]], "rows in month then CNPJ order");
+    let trimmed = build_in(
+        &dir.path().join("m3"),
+        &dir.path().join("d"),
+        &["--previous", second.db.to_str().unwrap(), "--keep-months", "1"],
+    );
+    assert_eq!(query(&trimmed.db, "SELECT DISTINCT month FROM changes"), [["2027-01"]]);
+}
+
+/// Rewrites the member of `zip` with only its first `keep` lines.
+fn truncate(zip: &Path, keep: usize) {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(zip).unwrap()).unwrap();
+    let mut member = archive.by_index(0).unwrap();
+    let name = member.name().unwrap().to_string();
+    let mut bytes = Vec::new();
+    member.read_to_end(&mut bytes).unwrap();
+    drop(member);
+    let kept: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').take(keep).collect();
+    let mut out = zip::ZipWriter::new(std::fs::File::create(zip).unwrap());
+    out.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
+    out.write_all(&kept.concat()).unwrap();
+    out.finish().unwrap();
+}
+
+#[test]
+fn a_truncated_month_trips_the_guard_and_the_served_dataset_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    synth(&["--scale", "0.0005", "--month", "2026-11", "--out", &path("m1")]);
+    synth(&["--evolve-from", &path("m1"), "--out", &path("m2"), "--seed", "7"]);
+    let served = build_in(&dir.path().join("m1"), dir.path(), &[]);
+    let before = std::fs::read(&served.db).unwrap();
+    // Part 0 of the establishments cut to a tenth of its lines (a transfer cut short, re-zipped).
+    let part = std::fs::read_dir(dir.path().join("m2"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("Estabelecimentos0"))
+        .unwrap();
+    truncate(&part, 1_000);
+    let db = served.db.to_str().unwrap();
+    let args = ["build", "--quiet", "--input", &path("m2"), "--db", db, "--previous", db, "--report", &path("r.json")];
+    let out = etl(&args);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("estabelecimentos shrank by"), "{said}");
+    assert!(said.contains("CNPJs of last month's"), "{said}");
+    assert!(said.contains("--accept-anomalies"), "{said}");
+    assert_eq!(std::fs::read(&served.db).unwrap(), before, "the served dataset is untouched");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(path("r.json")).unwrap()).unwrap();
+    let kinds: Vec<&str> = report["month_over_month"]["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"table_shrank") && kinds.contains(&"disappeared_share"), "{kinds:?}");
+
+    let out = etl(&[&args[..], &["--accept-anomalies"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(path("r.json")).unwrap()).unwrap();
+    assert_eq!(report["month_over_month"]["anomalies_accepted"], true);
+    assert_ne!(std::fs::read(&served.db).unwrap(), before, "accepted, the month is served");
+}
+
+#[test]
+fn a_previous_dataset_that_cannot_be_compared_with_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let sample = super::sample_dump();
+    let sample = sample.to_str().unwrap();
+    // The sample dump is of 2026-09; a tiny synthetic month of 2026-08 comes before it.
+    synth(&["--scale", "0.0002", "--month", "2026-08", "--out", &path("august")]);
+    let built = |input: &str, db: &str| {
+        let out = etl(&["build", "--quiet", "--input", input, "--db", &path(db)]);
+        assert!(out.status.success(), "{}", text(&out));
+        path(db)
+    };
+    let refused = |input: &str, previous: &str| {
+        let out = etl(&["build", "--quiet", "--input", input, "--db", &path("new.duckdb"), "--previous", previous]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(!dir.path().join("new.duckdb").exists(), "nothing is built");
+        text(&out).replace('\n', " ")
+    };
+    let said = refused(sample, &path("absent.duckdb"));
+    assert!(said.contains("the previous dataset does not exist"), "{said}");
+    let september = built(sample, "september.duckdb");
+    let said = refused(&path("august"), &september);
+    assert!(said.contains("it is of 2026-09, which is after this month (2026-08)"), "{said}");
+
+    let august = built(&path("august"), "august.duckdb");
+    std::fs::remove_file(format!("{august}.lookup")).unwrap();
+    let said = refused(sample, &august);
+    assert!(said.contains("lookup file") && said.contains("rebuild the previous month"), "{said}");
+
+    // A damaged block of the previous lookup file stops the comparison (each block has a checksum).
+    let august = built(&path("august"), "august.duckdb");
+    let lookup = format!("{august}.lookup");
+    let mut bytes = std::fs::read(&lookup).unwrap();
+    let at = bytes.len() / 4;
+    bytes[at..at + 64].iter_mut().for_each(|b| *b ^= 0x5a);
+    std::fs::write(&lookup, &bytes).unwrap();
+    let said = refused(sample, &august);
+    assert!(said.contains("the previous dataset's lookup file"), "{said}");
+    assert!(said.contains("checksum") || said.contains("inflate"), "{said}");
+}
