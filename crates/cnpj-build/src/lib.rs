@@ -5,10 +5,12 @@
 //! the loader. Memory is bounded by the batch size and the channel depth, never by the input.
 
 mod checks;
+mod page;
 mod pipeline;
 mod report;
 
 pub use checks::{CapitalNotLoaded, CheckError, MAX_REJECT_PERCENT, MIN_REJECTS, writable_file};
 pub use cnpj_parse::DEFAULT_MAX_RECORD_BYTES;
+pub use page::page_path;
 pub use pipeline::{BuildError, BuildOptions, NoObserver, Observer, build};
 pub use report::{Anomaly, BuildReport, Count, FileReport, MonthOverMonth, TableThenNow};

@@ -7,10 +7,12 @@
 //! - `hardening`: hostile and incomplete input (issue 19), one test per case.
 //! - `fuzz`: the mutation fuzzer over the sample dump (`CNPJ_FUZZ_CASES`, `CNPJ_FUZZ_SEED`;
 //!   `scripts/fuzz-build` runs it at a large count).
+//! - `report_page`: the build report's HTML page, its charts measured in headless Chromium.
 
 mod builds;
 mod fuzz;
 mod hardening;
+mod report_page;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
