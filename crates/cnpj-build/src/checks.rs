@@ -432,22 +432,36 @@ pub fn writable_file(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("its folder {} does not take new files ({e})", folder.display()))
 }
 
-/// Every output of the build (the dataset, the report) can be written: checked first.
+/// Every output of the build (the dataset, the report and its page) can be written: checked first.
 pub fn outputs(opts: &crate::BuildOptions) -> Result<(), crate::BuildError> {
-    for path in std::iter::once(&opts.db).chain(&opts.report) {
+    let page = opts.report.as_deref().map(crate::page::page_path);
+    for path in std::iter::once(&opts.db).chain(&opts.report).chain(&page) {
         writable_file(path).map_err(|reason| crate::BuildError::Output { path: path.clone(), reason })?;
     }
     Ok(())
 }
 
-/// Writes the report (pretty JSON) beside its final name, then renames it there.
+/// Writes the report (pretty JSON) and its page (HTML, at [`crate::page_path`]) beside their final
+/// names, then renames them there.
 pub fn write_report(path: &Path, report: &crate::BuildReport) -> Result<(), crate::BuildError> {
-    let failed = |source| crate::BuildError::Report { path: path.to_owned(), source };
     let json = serde_json::to_string_pretty(report).expect("the report serializes") + "\n";
-    let mut tmp = tempfile::Builder::new().prefix(".report-").tempfile_in(folder_of(path)).map_err(failed)?;
-    std::io::Write::write_all(&mut tmp, json.as_bytes()).map_err(failed)?;
-    tmp.persist(path).map_err(|e| failed(e.error))?;
+    let page_path = crate::page::page_path(path);
+    let page =
+        crate::page::render(report).map_err(|source| crate::BuildError::Report { path: page_path.clone(), source })?;
+    let json = staged(path, json.as_bytes())?;
+    let page = staged(&page_path, page.as_bytes())?;
+    for (tmp, path) in [(json, path), (page, &page_path)] {
+        tmp.persist(path).map_err(|e| crate::BuildError::Report { path: path.to_owned(), source: e.error })?;
+    }
     Ok(())
+}
+
+/// `bytes` in a temporary file beside `path`.
+fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, crate::BuildError> {
+    let failed = |source| crate::BuildError::Report { path: path.to_owned(), source };
+    let mut tmp = tempfile::Builder::new().prefix(".report-").tempfile_in(folder_of(path)).map_err(failed)?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(failed)?;
+    Ok(tmp)
 }
 
 #[cfg(test)]

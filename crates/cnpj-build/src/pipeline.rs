@@ -38,7 +38,8 @@ pub struct BuildOptions {
     pub accept_incomplete: bool,
     /// Leave out main-table members whose date stamp is not the delivery's, with a warning.
     pub ignore_stale: bool,
-    /// Where to write the build report (JSON), before the dataset is renamed into place.
+    /// Where to write the build report (JSON; its HTML page beside it, see `page_path`), before the
+    /// dataset is renamed into place.
     pub report: Option<PathBuf>,
     /// The previous month's dataset: the build records what changed since (contract §9) and
     /// refuses a month that looks broken next to it (`guard`).
@@ -621,6 +622,11 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         files,
         ignored_files,
         tables: summary.tables.iter().map(|(table, rows)| TableRows { table: table.clone(), rows: *rows }).collect(),
+        rejects_by_reason: summary
+            .rejects_by_reason
+            .iter()
+            .map(|(name, count)| crate::report::Count { name: name.clone(), count: *count })
+            .collect(),
         estabelecimentos_sem_empresa: summary.estabelecimentos_sem_empresa,
         unknown_codes: summary.unknown_codes,
         untranslated: labels.untranslated.iter().map(UntranslatedCode::from).collect(),

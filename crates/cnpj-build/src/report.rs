@@ -20,6 +20,9 @@ pub struct BuildReport {
     pub rows_read: u64,
     pub rows_loaded: u64,
     pub rows_rejected: u64,
+    /// Rejected rows per reason, the values a reason names masked (`expected … fields, found …`),
+    /// most first; they add up to `rows_rejected`.
+    pub rejects_by_reason: Vec<Count>,
     pub duplicates: u64,
     pub duplicates_differing: u64,
     pub estabelecimentos_sem_empresa: u64,

@@ -43,7 +43,8 @@ enum Command {
         /// COPY streams (connections) into Postgres at once.
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=16))]
         pg_streams: u8,
-        /// Also write the build report (JSON) here.
+        /// Also write the build report (JSON) here, and its page (HTML) beside it: the same name
+        /// with .html for its extension.
         #[arg(long)]
         report: Option<PathBuf>,
         /// The memory the build may use (DuckDB, sort buffers, search index), e.g. 500MB, 2GB.
@@ -221,7 +222,7 @@ fn build(opts: &BuildOptions, quiet: bool) -> anyhow::Result<Result<BuildReport,
             let built =
                 result.with_context(|| format!("building {} from {}", opts.db.display(), opts.input.display()))?;
             if !quiet {
-                eprint!("{}", summary_text(&built));
+                eprint!("{}", summary_text(&built, opts.report.as_deref()));
             }
             Ok(Ok(built))
         }
@@ -501,7 +502,7 @@ fn publish(db: &std::path::Path, pg: &PostgresArgs, streams: u8, quiet: bool) ->
     Ok(())
 }
 
-fn summary_text(r: &BuildReport) -> String {
+fn summary_text(r: &BuildReport, report: Option<&std::path::Path>) -> String {
     let mut out = format!(
         "built {} (source month {}) in {:.1} s\n",
         r.dataset,
@@ -517,6 +518,10 @@ fn summary_text(r: &BuildReport) -> String {
     ));
     if !r.unknown_codes.is_empty() {
         out.push_str(&format!("  unknown codes: {} (see the report)\n", r.unknown_codes.len()));
+    }
+    if let Some(report) = report {
+        let page = cnpj_build::page_path(report);
+        out.push_str(&format!("  report {}, its page {}\n", report.display(), page.display()));
     }
     out
 }

@@ -89,6 +89,8 @@ pub struct LoadSummary {
     pub estabelecimentos_sem_empresa: u64,
     /// Rows per served table.
     pub tables: Vec<(String, u64)>,
+    /// Rejected rows per reason, the values a reason quotes masked (see [`REJECT_REASON`]), most first.
+    pub rejects_by_reason: Vec<(String, u64)>,
 }
 
 /// Builds one dataset file. Dropping a loader that was not committed deletes its temporary file,
@@ -210,6 +212,7 @@ impl Loader {
             unknown_codes: Vec::new(),
             estabelecimentos_sem_empresa: 0,
             tables: Vec::new(),
+            rejects_by_reason: Vec::new(),
         };
         conn.execute_batch(
             "CREATE TABLE source_files (id INTEGER PRIMARY KEY, zip VARCHAR, member VARCHAR, kind VARCHAR, \
@@ -273,6 +276,7 @@ impl Loader {
                 .map_err(db(format!("counting {table}")))?;
             summary.tables.push((table.to_owned(), n as u64));
         }
+        summary.rejects_by_reason = rejects_by_reason(conn)?;
         Ok(summary)
     }
 
@@ -557,6 +561,24 @@ impl Drop for Loader {
     }
 }
 
+/// A reject's reason without the values it names, so that rejects of one kind count together:
+/// quoted values (`"11222333000300"`, `'-'`) become `…`, and so does a number that starts a word
+/// (`expected 30 fields, found 5` → `expected … fields, found …`; `[0-9A-Z]` stays).
+const REJECT_REASON: &str = r#"regexp_replace(
+    regexp_replace(reason, '"(?:[^"\\]|\\.)*"|''(?:[^''\\]|\\.)*''', '…', 'g'),
+    '(^|\s)[0-9]+', '\1…', 'g')"#;
+
+/// Rejected rows per reason (values masked), most first.
+fn rejects_by_reason(conn: &Connection) -> Result<Vec<(String, u64)>, LoadError> {
+    let sql =
+        format!("SELECT {REJECT_REASON} AS reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC, reason");
+    let mut stmt = conn.prepare(&sql).map_err(db("counting rejects per reason"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))
+        .map_err(db("counting rejects per reason"))?;
+    rows.collect::<Result<_, _>>().map_err(db("counting rejects per reason"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,6 +601,33 @@ mod tests {
         assert_eq!(abandoned_pid("registry.duckdb.lookup.writing-12x", name), None);
         assert_eq!(abandoned_pid("other.duckdb.lookup.writing-77", name), None);
         assert_eq!(abandoned_pid("registry.duckdb..writing-77", name), None);
+    }
+
+    #[test]
+    fn rejects_count_per_reason_without_their_values() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE rejects (reason VARCHAR)").unwrap();
+        for reason in [
+            "expected 30 fields, found 5",
+            "expected 7 fields, found 3",
+            r#"invalid CNPJ "11222333000300": wrong check digits: expected 43"#,
+            r#"invalid CNPJ "11.222.333/0001-99": wrong check digits: expected 81"#,
+            r#"invalid CNPJ "1122-333000181": character '-' is not allowed in a CNPJ"#,
+            r#"invalid CNPJ "a \"b\" 1": character '\'' is not allowed in a CNPJ"#,
+            r#"invalid cnpj_basico "AB12CD3!": 8 characters of [0-9A-Z] expected"#,
+            "record of 2000000 bytes is over the 1048576-byte cap (kept: its beginning)",
+        ] {
+            conn.execute("INSERT INTO rejects VALUES (?)", [reason]).unwrap();
+        }
+        let got = rejects_by_reason(&conn).unwrap();
+        let expected = [
+            ("expected … fields, found …", 2),
+            ("invalid CNPJ …: character … is not allowed in a CNPJ", 2),
+            ("invalid CNPJ …: wrong check digits: expected …", 2),
+            ("invalid cnpj_basico …: … characters of [0-9A-Z] expected", 1),
+            ("record of … bytes is over the …-byte cap (kept: its beginning)", 1),
+        ];
+        assert_eq!(got, expected.map(|(r, n)| (r.to_owned(), n)));
     }
 
     #[test]

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::{build, copy_dir, etl, query, root, sample_dump, show};
 
-/// rows read = loaded + duplicates + rejected, per file, and the totals add up.
+/// rows read = loaded + duplicates + rejected, per file, and the totals add up (the rejects per
+/// reason too).
 fn assert_reconciles(report: &Value) {
     let files = report["files"].as_array().unwrap();
     assert!(!files.is_empty());
@@ -21,6 +22,8 @@ fn assert_reconciles(report: &Value) {
     for k in ["rows_read", "rows_loaded", "rows_rejected", "duplicates"] {
         assert_eq!(report[k].as_u64().unwrap(), total(k), "{k}");
     }
+    let by_reason = report["rejects_by_reason"].as_array().unwrap();
+    assert_eq!(by_reason.iter().map(|r| r["count"].as_u64().unwrap()).sum::<u64>(), total("rows_rejected"));
 }
 
 fn file<'a>(report: &'a Value, member_suffix: &str) -> &'a Value {
@@ -109,6 +112,21 @@ fn rejects_are_kept_verbatim_with_file_line_and_reason() {
         ["Socios0.zip", "7", "expected 11 fields, found 5", r#""44555666";"2";"PREFEITO";"***333444**";"10""#],
     ];
     assert_eq!(rejects.len(), expected.len(), "{rejects:?}");
+    // The report counts them per reason, the values masked.
+    let by_reason: Vec<(&str, u64)> = b.report["rejects_by_reason"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        by_reason,
+        [
+            ("expected … fields, found …", 3),
+            ("invalid CNPJ …: wrong check digits: expected …", 2),
+            ("invalid cnpj_basico …: … characters of [0-9A-Z] expected", 1)
+        ]
+    );
     for (got, want) in rejects.iter().zip(&expected) {
         assert_eq!(got[..3], want[..3]);
         if !want[3].is_empty() && !want[3].contains(',') {
@@ -383,7 +401,9 @@ fn run_downloads_builds_swaps_and_resumes() {
     let fetched = gets.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(fetched, 15);
     let month = work.join("2026-09");
-    assert!(month.join("manifest.json").is_file() && month.join("build-report.json").is_file());
+    for kept in ["manifest.json", "build-report.json", "build-report.html"] {
+        assert!(month.join(kept).is_file(), "{kept}");
+    }
     assert!(show(&db, "pt-br", "11222333000181").contains("EMPRESA EXEMPLO LTDA"));
 
     // A crash mid-download: one zip lost, a partial file left behind. The next run fetches only it.

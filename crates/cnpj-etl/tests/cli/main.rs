@@ -10,12 +10,16 @@
 //! - `fuzz`: the mutation fuzzer over the sample dump (`CNPJ_FUZZ_CASES`, `CNPJ_FUZZ_SEED`;
 //!   `scripts/fuzz-build` runs it at a large count).
 //! - `evolve`: `synth --evolve-from` months, their planted changes against the two datasets.
+//! - `changes`: evolved months built with `--previous`: the `changes` table against the planted
+//!   changes, the history, the guard, previous datasets that cannot be compared with.
+//! - `report_page`: the build report's HTML page, its charts measured in headless Chromium.
 
 mod builds;
 mod changes;
 mod evolve;
 mod fuzz;
 mod hardening;
+mod report_page;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
