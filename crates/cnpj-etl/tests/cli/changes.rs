@@ -88,7 +88,7 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     );
     let ordered = query(
         &third.db,
-        "SELECT count(*)::VARCHAR FROM (SELECT month, cnpj, lag(month) OVER (ORDER BY rowid) AS pm, lag(cnpj) OVER (ORDER BY rowid) AS pc FROM changes) WHERE (pm, pc) > (month, cnpj)",
+        "SELECT count(*)::VARCHAR FROM (SELECT month, cnpj, lag(month) OVER (ORDER BY rowid) AS pm, lag(cnpj) OVER (ORDER BY rowid) AS pc FROM changes) WHERE pm IS NOT NULL AND (pm, pc) > (month, cnpj)",
     );
     assert_eq!(ordered, [["0"]], "rows in month then CNPJ order");
     let trimmed = build_in(
