@@ -505,7 +505,6 @@ pub(crate) fn tables() -> Vec<(&'static str, Schema)> {
         (RejectBatch::TABLE, RejectBatch::schema()),
         (MunicipioBatch::TABLE, MunicipioBatch::schema()),
         (LabelBatch::TABLE, LabelBatch::schema()),
-        (ChangeBatch::TABLE, ChangeBatch::schema()),
     ]
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use duckdb::{AccessMode, Config, Connection};
 use serde::Serialize;
 
-use crate::batches::ChangeBatch;
+use crate::batches::{ChangeBatch, ddl};
 use crate::loader::{LoadError, Loader, db};
 
 /// The served table, also created (empty) by a build without a previous month.
@@ -95,10 +95,7 @@ impl Loader {
         let conn = self.conn();
         conn.execute_batch(CHANGES_DDL).map_err(db("creating changes"))?;
         let mut summary = ChangeSummary::default();
-        let Some(previous) = previous else {
-            conn.execute_batch("DROP TABLE stg_changes").map_err(db("dropping stg_changes"))?;
-            return Ok(summary);
-        };
+        let Some(previous) = previous else { return Ok(summary) };
         let first = first_kept(month, keep_months).unwrap_or_else(|| month.to_owned());
         let attach =
             format!("ATTACH '{}' AS previous (READ_ONLY)", previous.path.display().to_string().replace('\'', "''"));
@@ -122,7 +119,13 @@ impl Loader {
         }
         conn.execute_batch("DETACH previous").map_err(db("detaching the previous dataset"))?;
 
-        let mut appender = conn.appender(ChangeBatch::TABLE).map_err(db("appending to stg_changes"))?;
+        // This month's events are staged in a temporary table (memory, spilled to DuckDB's temp
+        // folder): staged in the file, they would leave its blocks free but allocated there.
+        let staging = ddl(ChangeBatch::TABLE, &ChangeBatch::schema()).replacen("CREATE TABLE", "CREATE TEMP TABLE", 1);
+        conn.execute_batch(&staging).map_err(db("creating stg_changes"))?;
+        let mut appender = conn
+            .appender_to_catalog_and_db(ChangeBatch::TABLE, "temp", "main")
+            .map_err(db("appending to stg_changes"))?;
         let mut batch = ChangeBatch::default();
         for file in files {
             let mut failed = None;
