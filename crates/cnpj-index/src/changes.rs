@@ -144,7 +144,7 @@ impl<'a> Differ<'a> {
         let file = File::create(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
         Ok(Some(Differ {
             kind,
-            entries: previous.lookup.entries(table, &start),
+            entries: previous.lookup.entries(table, &start).map_err(damaged)?,
             end,
             sink: Sink { path, out: BufWriter::with_capacity(1 << 16, file), buf: Vec::new(), events: 0 },
         }))

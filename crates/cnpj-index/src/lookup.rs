@@ -473,14 +473,20 @@ impl Lookup {
     }
 
     /// The entries of `table` from the first key not before `from`, in key order, block by block.
-    pub(crate) fn entries(&self, table: LookupTable, from: &[u8]) -> Entries<'_> {
+    pub(crate) fn entries(&self, table: LookupTable, from: &[u8]) -> Result<Entries<'_>, LookupError> {
         let t = &self.tables[table as usize];
-        let mut entries =
-            Entries { lookup: self, table: t, next_block: t.block_for(from).unwrap_or(0), raw: Vec::new(), pos: 0 };
-        while entries.peek().is_ok_and(|e| e.is_some_and(|(key, _)| key < from)) {
+        let mut entries = Entries {
+            lookup: self,
+            inflater: Inflater::new(self)?,
+            table: t,
+            next_block: t.block_for(from).unwrap_or(0),
+            raw: Vec::new(),
+            pos: 0,
+        };
+        while entries.peek()?.is_some_and(|(key, _)| key < from) {
             entries.advance();
         }
-        entries
+        Ok(entries)
     }
 
     /// Calls `each` with the entries from block `start` on, until it returns `false` or the
@@ -510,15 +516,10 @@ impl Lookup {
 
     /// One block, read, checked and inflated.
     fn block(&self, block: &BlockRef) -> Result<Vec<u8>, LookupError> {
-        let mut compressed = vec![0u8; block.compressed as usize];
-        self.file
-            .read_exact_at(&mut compressed, block.offset)
-            .map_err(|source| LookupError::Io { path: self.path.clone(), source })?;
-        if xxhash_rust::xxh3::xxh3_64(&compressed) != block.checksum {
-            return Err(self.corrupt(&format!("the block at {} does not match its checksum", block.offset)));
-        }
-        zstd::bulk::decompress(&compressed, block.raw as usize)
-            .map_err(|_| self.corrupt(&format!("the block at {} does not inflate", block.offset)))
+        let mut inflater = Inflater::new(self)?;
+        let mut raw = Vec::new();
+        inflater.block(self, block, &mut raw)?;
+        Ok(raw)
     }
 
     fn corrupt(&self, reason: &str) -> LookupError {
@@ -529,9 +530,43 @@ impl Lookup {
 /// An entry of a lookup table: its key and its encoded row.
 pub(crate) type Entry<'a> = (&'a [u8], &'a [u8]);
 
+/// Reads, checks and inflates blocks with one zstd context and buffers kept across blocks (a
+/// context per block costs more than a 16 KiB block's inflating when a whole table is read).
+struct Inflater {
+    zstd: zstd::bulk::Decompressor<'static>,
+    compressed: Vec<u8>,
+}
+
+impl Inflater {
+    fn new(lookup: &Lookup) -> Result<Inflater, LookupError> {
+        let zstd =
+            zstd::bulk::Decompressor::new().map_err(|source| LookupError::Io { path: lookup.path.clone(), source })?;
+        Ok(Inflater { zstd, compressed: Vec::new() })
+    }
+
+    /// Block `block` of `lookup`, inflated into `raw`.
+    fn block(&mut self, lookup: &Lookup, block: &BlockRef, raw: &mut Vec<u8>) -> Result<(), LookupError> {
+        self.compressed.resize(block.compressed as usize, 0);
+        lookup
+            .file
+            .read_exact_at(&mut self.compressed, block.offset)
+            .map_err(|source| LookupError::Io { path: lookup.path.clone(), source })?;
+        if xxhash_rust::xxh3::xxh3_64(&self.compressed) != block.checksum {
+            return Err(lookup.corrupt(&format!("the block at {} does not match its checksum", block.offset)));
+        }
+        raw.clear();
+        raw.reserve(block.raw as usize);
+        match self.zstd.decompress_to_buffer(&self.compressed, raw) {
+            Ok(n) if n == block.raw as usize => Ok(()),
+            _ => Err(lookup.corrupt(&format!("the block at {} does not inflate", block.offset))),
+        }
+    }
+}
+
 /// A cursor over one table of a lookup file, in key order (see [`Lookup::entries`]).
 pub(crate) struct Entries<'a> {
     lookup: &'a Lookup,
+    inflater: Inflater,
     table: &'a Table,
     next_block: usize,
     raw: Vec<u8>,
@@ -544,7 +579,7 @@ impl Entries<'_> {
     pub(crate) fn peek(&mut self) -> Result<Option<Entry<'_>>, LookupError> {
         while self.pos >= self.raw.len() {
             let Some(block) = self.table.blocks.get(self.next_block) else { return Ok(None) };
-            self.raw = self.lookup.block(block)?;
+            self.inflater.block(self.lookup, block, &mut self.raw)?;
             self.pos = 0;
             self.next_block += 1;
         }
