@@ -465,7 +465,8 @@ pub enum Condition {
 /// Establishments that match (or may match) a search.
 #[derive(Debug)]
 pub struct Matches {
-    pub ordinals: RoaringBitmap,
+    /// Shared with the index's cache when one bitmap is the whole answer.
+    pub ordinals: Arc<RoaringBitmap>,
     /// False when a term of several words (or with other characters) gave candidates that must
     /// still be checked against the text.
     pub exact: bool,
@@ -722,7 +723,7 @@ impl SearchIndex {
                 for (word, place) in words {
                     sets.push(self.union(keys, keys.placed(word, place))?);
                 }
-                (Arc::new(intersect(sets)), exact)
+                (intersect(sets), exact)
             }
         };
         Ok(Some(Resolved::Set(set, exact)))
@@ -821,7 +822,7 @@ impl SearchIndex {
     /// condition is beyond the index (a term without a word character): the caller then
     /// searches by SQL.
     pub fn matches(&self, conditions: &[Condition]) -> Result<Option<Matches>, SearchIndexError> {
-        let none = || Ok(Some(Matches { ordinals: RoaringBitmap::new(), exact: true }));
+        let none = || Ok(Some(Matches { ordinals: Arc::default(), exact: true }));
         let mut sets = Vec::with_capacity(conditions.len());
         let mut dates = Vec::new();
         let mut exact = true;
@@ -841,10 +842,10 @@ impl SearchIndex {
         }
         // A search has one date range; any other is resolved alone.
         let range = dates.pop();
-        sets.extend(dates.into_iter().map(|d| Arc::new(d.within(Vec::new()))));
+        sets.extend(dates.into_iter().map(|d| d.within(Vec::new())));
         let ordinals = match range {
             Some(range) => range.within(sets),
-            None if sets.is_empty() => self.ordinals(0..self.len()),
+            None if sets.is_empty() => Arc::new(self.ordinals(0..self.len())),
             None => intersect(sets),
         };
         Ok(Some(Matches { ordinals, exact }))
@@ -952,29 +953,33 @@ impl DateSet {
     }
 
     /// The range's establishments among those of every set of `others` (all of them for none).
-    fn within(self, mut others: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
+    fn within(self, mut others: Vec<Arc<RoaringBitmap>>) -> Arc<RoaringBitmap> {
         let DateSet { mut cores, minus, mut plus } = self;
         if !others.is_empty() && !plus.is_empty() {
             // The edges among the other conditions' establishments: few, merged into one first.
-            let rest = Arc::new(intersect(std::mem::take(&mut others)));
+            let rest = intersect(std::mem::take(&mut others));
             plus = vec![Arc::new(union(plus.iter().map(|p| Arc::new(rest.as_ref() & p.as_ref())).collect()))];
             others.push(rest);
         }
         if cores.is_empty() {
             return match plus.len() {
-                1 => Arc::unwrap_or_clone(plus.pop().expect("one")),
-                _ => plus.iter().map(|p| p.as_ref()).union(),
+                1 => plus.pop().expect("one"),
+                _ => Arc::new(plus.iter().map(|p| p.as_ref()).union()),
             };
         }
         cores.extend(others);
-        let mut out = intersect(cores);
+        let out = intersect(cores);
+        if minus.is_empty() && plus.is_empty() {
+            return out;
+        }
+        let mut out = Arc::unwrap_or_clone(out);
         for part in &minus {
             out -= part.as_ref();
         }
         for part in &plus {
             out |= part.as_ref();
         }
-        out
+        Arc::new(out)
     }
 }
 
@@ -1000,12 +1005,12 @@ fn union(mut parts: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
     out
 }
 
-/// The intersection of `sets`, smallest first.
-fn intersect(mut sets: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
+/// The intersection of `sets`, smallest first (one set is itself, not a copy).
+fn intersect(mut sets: Vec<Arc<RoaringBitmap>>) -> Arc<RoaringBitmap> {
     sets.sort_by_key(|s| s.len());
     let mut sets = sets.into_iter();
-    let Some(first) = sets.next() else { return RoaringBitmap::new() };
-    let Some(second) = sets.next() else { return (*first).clone() };
+    let Some(first) = sets.next() else { return Arc::default() };
+    let Some(second) = sets.next() else { return first };
     let mut acc = first.as_ref() & second.as_ref();
     for set in sets {
         if acc.is_empty() {
@@ -1013,7 +1018,7 @@ fn intersect(mut sets: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
         }
         acc &= set.as_ref();
     }
-    acc
+    Arc::new(acc)
 }
 
 #[cfg(test)]
