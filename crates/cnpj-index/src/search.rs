@@ -12,9 +12,16 @@
 //! Posting tables (a sorted list of keys, a bitmap per key):
 //! - equality filters by their stored code: `uf`, `municipio`, `cnae`, `situacao`, and the
 //!   company's `porte` and `natureza` carried down to its establishments;
-//! - the opening date by `mes` (`YYYY-MM`), `ano` and `decada` (`199`): a range is the union of
-//!   the fewest whole units that tile it, and a month it covers in part is its month's bitmap
-//!   filtered by the day-of-month column;
+//! - the opening date by `mes` (`YYYY-MM`), `ano` and `decada` (`199`), and cumulatively by
+//!   decade: `desde` (opened in the decade or later) and `antes` (opened before it; none for the
+//!   first decade held), derived from `decada` when the file is written. A range is its whole
+//!   decades (one decade's bitmap, or `desde` of the first ∩ `antes` of the one after the last,
+//!   either dropped at an open end) less or plus its edges, each end moved to the decade boundary
+//!   below or above it, whichever leaves the fewer bitmap bytes to read; an edge, or a range
+//!   cheaper tiled whole, is the fewest whole years and months that tile it, and a month covered
+//!   in part is its month's bitmap filtered by the day-of-month column. The whole decades join
+//!   the other filters' intersection (smallest first), and the edges are applied to what it
+//!   leaves: an open-ended range from a decade boundary costs one stored bitmap;
 //! - the CEP by its first 2 and 4 digits (`cep2`, `cep4`): a prefix of 1 to 4 digits is the union
 //!   of the keys that start with it; a longer one is its `cep4` bitmap filtered by the column of
 //!   the CEPs' last four digits. (A bitmap per day or per full CEP costs about one 8-byte
@@ -32,7 +39,7 @@
 //! CNPJs (the 12 characters before the check digits packed as a base-36 number, `u64`
 //! little-endian, order-preserving), the day of the month of the opening date (`u8`, 0 for none),
 //! the CEP's last four digits (`u16`, `u16::MAX` for none); the bitmaps (roaring's portable
-//! format); the directory (varints: the halves' sizes, the columns' offsets, per table its name
+//! format; `desde` and `antes` after the others); the directory (varints: the halves' sizes, the columns' offsets, per table its name
 //! and per key its text, the offset and length of its bitmap and the XXH3 of the bitmap's bytes
 //! truncated to 32 bits), the build id; the directory's XXH3, its offset and the magic again.
 
