@@ -39,9 +39,11 @@
 //! CNPJs (the 12 characters before the check digits packed as a base-36 number, `u64`
 //! little-endian, order-preserving), the day of the month of the opening date (`u8`, 0 for none),
 //! the CEP's last four digits (`u16`, `u16::MAX` for none); the bitmaps (roaring's portable
-//! format; `desde` and `antes` after the others); the directory (varints: the halves' sizes, the columns' offsets, per table its name
-//! and per key its text, the offset and length of its bitmap and the XXH3 of the bitmap's bytes
-//! truncated to 32 bits), the build id; the directory's XXH3, its offset and the magic again.
+//! format; `antes` and `desde` after the others); the directory (varints: the halves' sizes, the
+//! columns' offsets, per table its name and per key its text, the offset and length of its bitmap
+//! and the XXH3 of the bitmap's bytes truncated to 32 bits), the build id; the directory's XXH3,
+//! its offset and the magic again. The magic names the format's version (`CNPJSRC3`: with the
+//! cumulative date tables); a file of another version is refused, and the store searches by SQL.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
