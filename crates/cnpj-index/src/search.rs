@@ -12,9 +12,16 @@
 //! Posting tables (a sorted list of keys, a bitmap per key):
 //! - equality filters by their stored code: `uf`, `municipio`, `cnae`, `situacao`, and the
 //!   company's `porte` and `natureza` carried down to its establishments;
-//! - the opening date by `mes` (`YYYY-MM`), `ano` and `decada` (`199`): a range is the union of
-//!   the fewest whole units that tile it, and a month it covers in part is its month's bitmap
-//!   filtered by the day-of-month column;
+//! - the opening date by `mes` (`YYYY-MM`), `ano` and `decada` (`199`), and cumulatively by
+//!   decade: `desde` (opened in the decade or later) and `antes` (opened before it; none for the
+//!   first decade held), derived from `decada` when the file is written. A range is its whole
+//!   decades (one decade's bitmap, or `desde` of the first ∩ `antes` of the one after the last,
+//!   either dropped at an open end) less or plus its edges, each end moved to the decade boundary
+//!   below or above it, whichever leaves the fewer bitmap bytes to read; an edge, or a range
+//!   cheaper tiled whole, is the fewest whole years and months that tile it, and a month covered
+//!   in part is its month's bitmap filtered by the day-of-month column. The whole decades join
+//!   the other filters' intersection (smallest first), and the edges are applied to what it
+//!   leaves: an open-ended range from a decade boundary costs one stored bitmap;
 //! - the CEP by its first 2 and 4 digits (`cep2`, `cep4`): a prefix of 1 to 4 digits is the union
 //!   of the keys that start with it; a longer one is its `cep4` bitmap filtered by the column of
 //!   the CEPs' last four digits. (A bitmap per day or per full CEP costs about one 8-byte
@@ -32,13 +39,15 @@
 //! CNPJs (the 12 characters before the check digits packed as a base-36 number, `u64`
 //! little-endian, order-preserving), the day of the month of the opening date (`u8`, 0 for none),
 //! the CEP's last four digits (`u16`, `u16::MAX` for none); the bitmaps (roaring's portable
-//! format); the directory (varints: the halves' sizes, the columns' offsets, per table its name
-//! and per key its text, the offset and length of its bitmap and the XXH3 of the bitmap's bytes
-//! truncated to 32 bits), the build id; the directory's XXH3, its offset and the magic again.
+//! format; `antes` and `desde` after the others); the directory (varints: the halves' sizes, the
+//! columns' offsets, per table its name and per key its text, the offset and length of its bitmap
+//! and the XXH3 of the bitmap's bytes truncated to 32 bits), the build id; the directory's XXH3,
+//! its offset and the magic again. The magic names the format's version (`CNPJSRC3`: with the
+//! cumulative date tables); a file of another version is refused, and the store searches by SQL.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -47,7 +56,12 @@ use roaring::{MultiOps, RoaringBitmap};
 use crate::lookup::{put_varint, varint};
 use crate::text::{Place, civil_from_days, days_from_civil, parse_date, term_words, words};
 
-const MAGIC: &[u8; 8] = b"CNPJSRC2";
+const MAGIC: &[u8; 8] = b"CNPJSRC3";
+
+/// The derived posting tables, by decade key (`201`): the establishments opened before the
+/// decade, and those opened in it or later (in the decades held; none before the first).
+const BEFORE: &str = "antes";
+const SINCE: &str = "desde";
 
 /// The first ordinal of the upper half of the establishments.
 pub const UPPER: u32 = 1 << 31;
@@ -298,6 +312,14 @@ pub(crate) fn write_index(
     }
     let mut tables: Vec<Vec<Entry>> = vec![Vec::new(); TABLES.len()];
     let mut bytes = Vec::new();
+    let mut put = |out: &mut BufWriter<File>, bitmap: &RoaringBitmap, key: Vec<u8>| {
+        bytes.clear();
+        bitmap.serialize_into(&mut bytes).map_err(io)?;
+        out.write_all(&bytes).map_err(io)?;
+        let entry = (key, offset, bytes.len() as u64, xxhash_rust::xxh3::xxh3_64(&bytes) as u32);
+        offset += bytes.len() as u64;
+        Ok::<Entry, SearchIndexError>(entry)
+    };
     while let Some(std::cmp::Reverse((table, key, first))) = heap.pop() {
         let mut sources = vec![first];
         while heap.peek().is_some_and(|std::cmp::Reverse((t, k, _))| *t == table && *k == key) {
@@ -314,15 +336,37 @@ pub(crate) fn write_index(
                 heap.push(std::cmp::Reverse((reader.table, reader.key.clone(), i)));
             }
         }
-        bytes.clear();
-        union.serialize_into(&mut bytes).map_err(io)?;
-        out.write_all(&bytes).map_err(io)?;
-        let checksum = xxhash_rust::xxh3::xxh3_64(&bytes) as u32;
-        tables[table as usize].push((key, offset, bytes.len() as u64, checksum));
-        offset += bytes.len() as u64;
+        let entry = put(&mut out, &union, key)?;
+        tables[table as usize].push(entry);
     }
-    put_varint(&mut directory, TABLES.len() as u64);
-    for ((_, name), keys) in TABLES.iter().zip(&tables) {
+    // The cumulative date tables, from the decades just written (read back one at a time).
+    out.flush().map_err(io)?;
+    let mut written = File::open(path).map_err(io)?;
+    let mut decade = |&(_, at, len, _): &Entry| {
+        written.seek(std::io::SeekFrom::Start(at)).map_err(io)?;
+        let mut bytes = vec![0; len as usize];
+        written.read_exact(&mut bytes).map_err(io)?;
+        RoaringBitmap::deserialize_from(bytes.as_slice()).map_err(io)
+    };
+    let decades = &tables[Table::Decada as usize];
+    let (mut before, mut since) = (Vec::new(), Vec::new());
+    let mut running = RoaringBitmap::new();
+    for (i, entry) in decades.iter().enumerate() {
+        if i > 0 {
+            before.push(put(&mut out, &running, entry.0.clone())?);
+        }
+        running |= decade(entry)?;
+    }
+    running.clear();
+    for entry in decades.iter().rev() {
+        running |= decade(entry)?;
+        since.push(put(&mut out, &running, entry.0.clone())?);
+    }
+    since.reverse();
+    drop(running);
+    put_varint(&mut directory, (TABLES.len() + 2) as u64);
+    let derived = [(BEFORE, &before), (SINCE, &since)];
+    for (name, keys) in TABLES.iter().map(|(_, name)| *name).zip(&tables).chain(derived) {
         put_varint(&mut directory, name.len() as u64);
         directory.extend_from_slice(name.as_bytes());
         put_varint(&mut directory, keys.len() as u64);
@@ -430,7 +474,8 @@ pub enum Condition {
 /// Establishments that match (or may match) a search.
 #[derive(Debug)]
 pub struct Matches {
-    pub ordinals: RoaringBitmap,
+    /// Shared with the index's cache when one bitmap is the whole answer.
+    pub ordinals: Arc<RoaringBitmap>,
     /// False when a term of several words (or with other characters) gave candidates that must
     /// still be checked against the text.
     pub exact: bool,
@@ -640,9 +685,9 @@ impl SearchIndex {
         RoaringBitmap::from_sorted_iter(set.iter().filter(|&o| keep(self.position(o)))).expect("ascending")
     }
 
-    /// The establishments of one condition, and whether they are exactly its matches.
-    fn condition(&self, condition: &Condition) -> Result<Option<(Arc<RoaringBitmap>, bool)>, SearchIndexError> {
-        Ok(Some(match condition {
+    /// What one condition resolves to; `None` when it is beyond the index.
+    fn condition(&self, condition: &Condition) -> Result<Option<Resolved>, SearchIndexError> {
+        let (set, exact) = match condition {
             Condition::Cnpj(cnpj) => {
                 let (first, last) = match cnpj.len() {
                     14 => (pack(cnpj.as_bytes()), pack(cnpj.as_bytes())),
@@ -660,30 +705,7 @@ impl SearchIndex {
                 let keys = self.keys(table)?;
                 (self.union(keys, values.iter().filter_map(|v| keys.find(v.as_bytes())))?, true)
             }
-            Condition::Opening { from, to } => {
-                let months = self.keys("mes")?;
-                if months.len() == 0 {
-                    return Ok(Some((Arc::default(), true)));
-                }
-                // Open ends: the first and last months held.
-                let month_day = |i: usize, last: bool| {
-                    let key = std::str::from_utf8(months.key(i)).unwrap_or_default();
-                    let first = parse_date(&format!("{key}-01"));
-                    if last { first.map(|d| next_month(d) - 1) } else { first }
-                };
-                let from = match from {
-                    Some(t) => parse_date(t),
-                    None => month_day(0, false),
-                };
-                let to = match to {
-                    Some(t) => parse_date(t),
-                    None => month_day(months.len() - 1, true),
-                };
-                let (Some(from), Some(to)) = (from, to) else {
-                    return Err(self.corrupt("a date does not parse".into()));
-                };
-                (Arc::new(self.date_range(from, to)?), true)
-            }
+            Condition::Opening { from, to } => return Ok(Some(Resolved::Dates(self.opening(from, to)?))),
             Condition::ZipPrefix(prefix) => {
                 let (table, head) =
                     if prefix.len() <= 2 { ("cep2", prefix.len()) } else { ("cep4", prefix.len().min(4)) };
@@ -710,59 +732,131 @@ impl SearchIndex {
                 for (word, place) in words {
                     sets.push(self.union(keys, keys.placed(word, place))?);
                 }
-                (Arc::new(intersect(sets)), exact)
+                (intersect(sets), exact)
             }
-        }))
+        };
+        Ok(Some(Resolved::Set(set, exact)))
     }
 
-    /// The days `from..=to`: the fewest whole decades, years and months, and the months covered
-    /// in part filtered by the day column.
-    fn date_range(&self, from: i32, to: i32) -> Result<RoaringBitmap, SearchIndexError> {
-        let mut parts = Vec::new();
-        let mut day = from;
-        while day <= to {
-            let (y, m, d) = civil_from_days(day);
-            let next_year = days_from_civil(y + 1, 1, 1);
-            let next_decade = days_from_civil(y - y.rem_euclid(10) + 10, 1, 1);
-            let month_end = next_month(day) - 1;
-            let (table, key, days, next) = if m == 1 && d == 1 && y.rem_euclid(10) == 0 && next_decade - 1 <= to {
-                ("decada", format!("{:03}", y.div_euclid(10)), None, next_decade)
-            } else if m == 1 && d == 1 && next_year - 1 <= to {
-                ("ano", format!("{y:04}"), None, next_year)
-            } else if d == 1 && month_end <= to {
-                ("mes", format!("{y:04}-{m:02}"), None, month_end + 1)
-            } else {
-                let last = month_end.min(to);
-                ("mes", format!("{y:04}-{m:02}"), Some(d as u8..=(d as i32 + last - day) as u8), last + 1)
-            };
-            let keys = self.keys(table)?;
-            if let Some(i) = keys.find(key.as_bytes()) {
+    /// The establishments opened from `from` to `to` (`YYYY-MM-DD`, inclusive; `None`: open).
+    fn opening(&self, from: &Option<String>, to: &Option<String>) -> Result<DateSet, SearchIndexError> {
+        let decades = self.keys("decada")?;
+        if decades.len() == 0 {
+            return Ok(DateSet::default());
+        }
+        // Dates are held from the first decade's start to the end of the last.
+        let start = |key: &[u8]| {
+            let decade: i32 = std::str::from_utf8(key).ok().and_then(|k| k.parse().ok())?;
+            Some(days_from_civil(decade * 10, 1, 1))
+        };
+        let (Some(first), Some(last)) = (start(decades.key(0)), start(decades.key(decades.len() - 1))) else {
+            return Err(self.corrupt("a decade key is not a number".into()));
+        };
+        let held = (first, days_from_civil(civil_from_days(last).0 + 10, 1, 1));
+        let day = |text: &Option<String>, open: i32, shift: i32| match text {
+            None => Ok(open),
+            Some(t) => {
+                parse_date(t).map(|d| d + shift).ok_or_else(|| self.corrupt(format!("the date {t} does not parse")))
+            }
+        };
+        let lo = day(from, held.0, 0)?.max(held.0);
+        let hi = day(to, held.1, 1)?.min(held.1);
+        let plan = plan(lo, hi, |days| {
+            tiles(days)
+                .iter()
+                .filter_map(|(table, key, _)| self.span(table, key))
+                .map(|(_, _, len)| u64::from(len))
+                .sum()
+        });
+        let edges = |ranges: &[Days]| -> Result<Vec<Arc<RoaringBitmap>>, SearchIndexError> {
+            let mut parts = Vec::new();
+            for (table, key, days) in ranges.iter().flat_map(|&r| tiles(r)) {
+                let Some((keys, i, _)) = self.span(table, &key) else { continue };
                 let set = self.bitmap(keys, i)?;
                 parts.push(match days {
                     None => set,
                     Some(days) => Arc::new(self.filtered(&set, |p| days.contains(&self.day_at(p)))),
                 });
             }
-            day = next;
+            Ok(parts)
+        };
+        let cores = match plan.middle {
+            None => Vec::new(),
+            Some(middle) => self.middle(middle, held)?,
+        };
+        let (minus, plus) = (edges(&plan.minus)?, edges(&plan.plus)?);
+        Ok(DateSet { cores, minus, plus })
+    }
+
+    /// The bitmaps whose intersection is the establishments opened in the whole decades `[l, h)`
+    /// of the decades `held`: the decade's own for one, else those opened since `l` and before `h`.
+    fn middle(&self, (l, h): Days, held: Days) -> Result<Vec<Arc<RoaringBitmap>>, SearchIndexError> {
+        let key = |day: i32| format!("{:03}", civil_from_days(day).0.div_euclid(10));
+        // The bitmap of `table` at the first decade held from the one of `day` on (no
+        // establishment opened in the decades between).
+        let from_on = |table: &str, day: i32| {
+            let keys = self.keys(table)?;
+            match keys.lower_bound(key(day).as_bytes()) {
+                i if i < keys.len() => self.bitmap(keys, i),
+                _ => Ok(Arc::default()),
+            }
+        };
+        if civil_from_days(h).0 - civil_from_days(l).0 == 10 {
+            let decades = self.keys("decada")?;
+            return Ok(vec![match decades.find(key(l).as_bytes()) {
+                Some(i) => self.bitmap(decades, i)?,
+                None => Arc::default(),
+            }]);
         }
-        Ok(parts.iter().map(|b| b.as_ref()).union())
+        let mut cores = Vec::with_capacity(2);
+        if l > held.0 {
+            cores.push(from_on(SINCE, l)?);
+        }
+        if h < held.1 {
+            cores.push(from_on(BEFORE, h)?);
+        }
+        if cores.is_empty() {
+            cores.push(from_on(SINCE, held.0)?);
+        }
+        Ok(cores)
+    }
+
+    /// The keys of `table`, the index of `key` in them and its bitmap's length, if it is held.
+    fn span(&self, table: &str, key: &str) -> Option<(&Keys, usize, u32)> {
+        let keys = self.tables.get(table)?;
+        keys.find(key.as_bytes()).map(|i| (keys, i, keys.spans[i].1))
     }
 
     /// The establishments that match every condition (all of them for none), or `None` when a
     /// condition is beyond the index (a term without a word character): the caller then
     /// searches by SQL.
     pub fn matches(&self, conditions: &[Condition]) -> Result<Option<Matches>, SearchIndexError> {
+        let none = || Ok(Some(Matches { ordinals: Arc::default(), exact: true }));
         let mut sets = Vec::with_capacity(conditions.len());
+        let mut dates = Vec::new();
         let mut exact = true;
         for condition in conditions {
-            let Some((set, is_exact)) = self.condition(condition)? else { return Ok(None) };
-            exact &= is_exact;
-            if set.is_empty() {
-                return Ok(Some(Matches { ordinals: RoaringBitmap::new(), exact: true }));
+            match self.condition(condition)? {
+                None => return Ok(None),
+                Some(Resolved::Set(set, is_exact)) => {
+                    exact &= is_exact;
+                    if set.is_empty() {
+                        return none();
+                    }
+                    sets.push(set);
+                }
+                Some(Resolved::Dates(range)) if range.is_empty() => return none(),
+                Some(Resolved::Dates(range)) => dates.push(range),
             }
-            sets.push(set);
         }
-        let ordinals = if sets.is_empty() { self.ordinals(0..self.len()) } else { intersect(sets) };
+        // A search has one date range; any other is resolved alone.
+        let range = dates.pop();
+        sets.extend(dates.into_iter().map(|d| d.within(Vec::new())));
+        let ordinals = match range {
+            Some(range) => range.within(sets),
+            None if sets.is_empty() => Arc::new(self.ordinals(0..self.len())),
+            None => intersect(sets),
+        };
         Ok(Some(Matches { ordinals, exact }))
     }
 
@@ -779,12 +873,153 @@ fn next_month(day: i32) -> i32 {
     if m == 12 { days_from_civil(y + 1, 1, 1) } else { days_from_civil(y, m + 1, 1) }
 }
 
-/// The intersection of `sets`, smallest first.
-fn intersect(mut sets: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
+/// The days `[start, end)`, in days since 1970-01-01.
+type Days = (i32, i32);
+
+/// A tile of a date range: a posting table and its key, and for a month covered in part the
+/// days of the month covered.
+type Tile = (&'static str, String, Option<std::ops::RangeInclusive<u8>>);
+
+/// The fewest whole decades, years and months that tile `days`, and the months covered in part.
+fn tiles((start, end): Days) -> Vec<Tile> {
+    let mut out = Vec::new();
+    let mut day = start;
+    while day < end {
+        let (y, m, d) = civil_from_days(day);
+        let next_year = days_from_civil(y + 1, 1, 1);
+        let next_decade = days_from_civil(y - y.rem_euclid(10) + 10, 1, 1);
+        let month_end = next_month(day);
+        let (tile, next) = if m == 1 && d == 1 && y.rem_euclid(10) == 0 && next_decade <= end {
+            (("decada", format!("{:03}", y.div_euclid(10)), None), next_decade)
+        } else if m == 1 && d == 1 && next_year <= end {
+            (("ano", format!("{y:04}"), None), next_year)
+        } else if d == 1 && month_end <= end {
+            (("mes", format!("{y:04}-{m:02}"), None), month_end)
+        } else {
+            let last = month_end.min(end);
+            (("mes", format!("{y:04}-{m:02}"), Some(d as u8..=(d as i32 + last - 1 - day) as u8)), last)
+        };
+        out.push(tile);
+        day = next;
+    }
+    out
+}
+
+/// How the days `[lo, hi)` are read: the whole decades `middle` (from the cumulative tables),
+/// less the `minus` ranges, plus the `plus` ranges (both tiled by [`tiles`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Plan {
+    middle: Option<Days>,
+    minus: Vec<Days>,
+    plus: Vec<Days>,
+}
+
+/// The plan of the days `[lo, hi)` whose edges `cost` least: each end moved to the decade
+/// boundary below or above it (the days between are then taken out or added), or no middle
+/// (the range tiled whole) when that costs less. `lo` and `hi` lie within the decades held, and
+/// the whole decades between them cost nothing (one stored bitmap or two, kept once read).
+fn plan(lo: i32, hi: i32, cost: impl Fn(Days) -> u64) -> Plan {
+    if lo >= hi {
+        return Plan::default();
+    }
+    let boundaries = |day: i32| {
+        let y = civil_from_days(day).0;
+        let below = days_from_civil(y - y.rem_euclid(10), 1, 1);
+        [below, if below == day { day } else { days_from_civil(y - y.rem_euclid(10) + 10, 1, 1) }]
+    };
+    let mut best = (cost((lo, hi)), Plan { middle: None, minus: Vec::new(), plus: vec![(lo, hi)] });
+    for l in boundaries(lo) {
+        for h in boundaries(hi) {
+            // The edges must lie inside the middle (minus) or beside it (plus).
+            if l > h || lo > h || l > hi {
+                continue;
+            }
+            let minus: Vec<Days> = [(l, lo), (hi, h)].into_iter().filter(|r| r.0 < r.1).collect();
+            let plus: Vec<Days> = [(lo, l), (h, hi)].into_iter().filter(|r| r.0 < r.1).collect();
+            let edges = minus.iter().chain(&plus).map(|&r| cost(r)).sum();
+            if edges < best.0 {
+                best = (edges, Plan { middle: (l < h).then_some((l, h)), minus, plus });
+            }
+        }
+    }
+    best.1
+}
+
+/// The establishments opened in a date range: `(∩ cores ∖ ∪ minus) ∪ ∪ plus`, no cores for an
+/// empty middle. The cores join the other conditions' intersection (smallest first) and the
+/// edges are applied to what it leaves, so that a range of whole decades costs one intersection
+/// more than its other conditions, not a union of its decades.
+#[derive(Default)]
+struct DateSet {
+    cores: Vec<Arc<RoaringBitmap>>,
+    minus: Vec<Arc<RoaringBitmap>>,
+    plus: Vec<Arc<RoaringBitmap>>,
+}
+
+impl DateSet {
+    fn is_empty(&self) -> bool {
+        self.plus.iter().all(|p| p.is_empty()) && (self.cores.is_empty() || self.cores.iter().any(|c| c.is_empty()))
+    }
+
+    /// The range's establishments among those of every set of `others` (all of them for none).
+    fn within(self, mut others: Vec<Arc<RoaringBitmap>>) -> Arc<RoaringBitmap> {
+        let DateSet { mut cores, minus, mut plus } = self;
+        if !others.is_empty() && !plus.is_empty() {
+            // The edges among the other conditions' establishments: few, merged into one first.
+            let rest = intersect(std::mem::take(&mut others));
+            plus = vec![Arc::new(union(plus.iter().map(|p| Arc::new(rest.as_ref() & p.as_ref())).collect()))];
+            others.push(rest);
+        }
+        if cores.is_empty() {
+            return match plus.len() {
+                1 => plus.pop().expect("one"),
+                _ => Arc::new(plus.iter().map(|p| p.as_ref()).union()),
+            };
+        }
+        cores.extend(others);
+        let out = intersect(cores);
+        if minus.is_empty() && plus.is_empty() {
+            return out;
+        }
+        let mut out = Arc::unwrap_or_clone(out);
+        for part in &minus {
+            out -= part.as_ref();
+        }
+        for part in &plus {
+            out |= part.as_ref();
+        }
+        Arc::new(out)
+    }
+}
+
+/// What a condition resolves to.
+enum Resolved {
+    /// The establishments that match, and whether exactly (not candidates to check).
+    Set(Arc<RoaringBitmap>, bool),
+    /// A date range.
+    Dates(DateSet),
+}
+
+/// The union of `parts`, into a copy of the biggest (arrays merged as arrays: `MultiOps::union`
+/// turns each into a bitmap and back, which costs more than the merge for the small parts of a
+/// date range).
+fn union(mut parts: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
+    parts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    let mut parts = parts.into_iter();
+    let Some(first) = parts.next() else { return RoaringBitmap::new() };
+    let mut out = Arc::unwrap_or_clone(first);
+    for part in parts {
+        out |= part.as_ref();
+    }
+    out
+}
+
+/// The intersection of `sets`, smallest first (one set is itself, not a copy).
+fn intersect(mut sets: Vec<Arc<RoaringBitmap>>) -> Arc<RoaringBitmap> {
     sets.sort_by_key(|s| s.len());
     let mut sets = sets.into_iter();
-    let Some(first) = sets.next() else { return RoaringBitmap::new() };
-    let Some(second) = sets.next() else { return (*first).clone() };
+    let Some(first) = sets.next() else { return Arc::default() };
+    let Some(second) = sets.next() else { return first };
     let mut acc = first.as_ref() & second.as_ref();
     for set in sets {
         if acc.is_empty() {
@@ -792,7 +1027,7 @@ fn intersect(mut sets: Vec<Arc<RoaringBitmap>>) -> RoaringBitmap {
         }
         acc &= set.as_ref();
     }
-    acc
+    Arc::new(acc)
 }
 
 #[cfg(test)]
@@ -834,5 +1069,232 @@ mod tests {
         check(&keys, "ar", Place::Whole, &[]);
         check(&keys, "x", Place::Inside, &[]);
         check(&keys, "a", Place::Start, &["ana"]);
+    }
+}
+
+/// How a date range is read: which decade boundaries and edges.
+#[cfg(test)]
+mod date_plans {
+    use super::*;
+
+    /// The plan of `[from, to]` (days of `YYYY-MM-DD`) when a day costs one.
+    fn check(from: &str, to: &str, expected: Plan) {
+        let day = |t: &str| parse_date(t).unwrap();
+        let found = plan(day(from), day(to) + 1, |(a, b)| (b - a) as u64);
+        assert_eq!(found, expected, "{from}..{to}");
+    }
+
+    #[test]
+    fn a_range_is_whole_decades_and_the_cheapest_edges() {
+        let d = |t: &str| parse_date(t).unwrap();
+        let plan = |middle: Option<(&str, &str)>, minus: &[(&str, &str)], plus: &[(&str, &str)]| Plan {
+            middle: middle.map(|(a, b)| (d(a), d(b))),
+            minus: minus.iter().map(|&(a, b)| (d(a), d(b))).collect(),
+            plus: plus.iter().map(|&(a, b)| (d(a), d(b))).collect(),
+        };
+        // Whole decades: no edge.
+        check("2010-01-01", "2029-12-31", plan(Some(("2010-01-01", "2030-01-01")), &[], &[]));
+        check("2010-01-01", "2019-12-31", plan(Some(("2010-01-01", "2020-01-01")), &[], &[]));
+        // An end near a boundary: the days beyond it taken out, or the days before it added.
+        check(
+            "2011-01-01",
+            "2019-12-31",
+            plan(Some(("2010-01-01", "2020-01-01")), &[("2010-01-01", "2011-01-01")], &[]),
+        );
+        check(
+            "2008-06-01",
+            "2029-12-31",
+            plan(Some(("2010-01-01", "2030-01-01")), &[], &[("2008-06-01", "2010-01-01")]),
+        );
+        check(
+            "2000-01-01",
+            "2027-12-31",
+            plan(Some(("2000-01-01", "2030-01-01")), &[("2028-01-01", "2030-01-01")], &[]),
+        );
+        check(
+            "2000-01-01",
+            "2022-12-31",
+            plan(Some(("2000-01-01", "2020-01-01")), &[], &[("2020-01-01", "2023-01-01")]),
+        );
+        // Inside one decade, or across a boundary, tiled when that is cheaper.
+        check("2013-03-05", "2013-03-20", plan(None, &[], &[("2013-03-05", "2013-03-21")]));
+        check("2013-03-05", "2016-12-31", plan(None, &[], &[("2013-03-05", "2017-01-01")]));
+        check("2018-03-05", "2021-07-09", plan(None, &[], &[("2018-03-05", "2021-07-10")]));
+        check(
+            "2012-03-05",
+            "2020-01-01",
+            plan(Some(("2010-01-01", "2020-01-01")), &[("2010-01-01", "2012-03-05")], &[("2020-01-01", "2020-01-02")]),
+        );
+        // Nothing.
+        check("2013-03-05", "2013-03-04", Plan::default());
+        check("2013-03-05", "2001-01-01", Plan::default());
+    }
+}
+
+/// Date ranges read from a real index file, against a scan of the dates it was written from.
+#[cfg(test)]
+mod date_ranges {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    use super::*;
+    use crate::text::date_text;
+
+    /// The ordinal of the `i`-th of `n` establishments (the first half in the lower half).
+    fn ordinal(i: usize, n: usize) -> u32 {
+        if i < n / 2 { i as u32 } else { UPPER + (i - n / 2) as u32 }
+    }
+
+    /// An index in `dir` of establishments opened on `dates`, every other one in `SP`.
+    fn index(dir: &Path, dates: &[Option<i32>]) -> SearchIndex {
+        let n = dates.len();
+        let mut halves = Vec::new();
+        let mut spills = Vec::new();
+        for (half, rows) in [0..n / 2, n / 2..n].into_iter().enumerate() {
+            let file = |name: &str| dir.join(format!("{name}{half}"));
+            let mut postings = Postings::default();
+            let (mut cnpjs, mut days, mut ceps) = (Vec::new(), Vec::new(), Vec::new());
+            for i in rows.clone() {
+                cnpjs.extend_from_slice(&pack(format!("{i:012}").as_bytes()).to_le_bytes());
+                ceps.extend_from_slice(&u16::MAX.to_le_bytes());
+                let mut day = 0;
+                if let Some(date) = dates[i] {
+                    let text = date_text(date);
+                    postings.add(Table::Mes, &text[..7], ordinal(i, n));
+                    postings.add(Table::Ano, &text[..4], ordinal(i, n));
+                    postings.add(Table::Decada, &text[..3], ordinal(i, n));
+                    day = text[8..].parse().unwrap();
+                }
+                days.push(day);
+                if i % 2 == 0 {
+                    postings.add(Table::Uf, "SP", ordinal(i, n));
+                }
+            }
+            for (name, bytes) in [("cnpjs", cnpjs), ("days", days), ("ceps", ceps)] {
+                std::fs::write(file(name), bytes).unwrap();
+            }
+            spills.push(file("spill"));
+            postings.spill(&file("spill")).unwrap();
+            halves.push(HalfColumns {
+                cnpjs: file("cnpjs"),
+                days: file("days"),
+                ceps: file("ceps"),
+                rows: rows.len() as u64,
+            });
+        }
+        let path = dir.join("index.search");
+        let halves: [HalfColumns; 2] = halves.try_into().ok().unwrap();
+        write_index(&path, halves, &spills, "build").unwrap();
+        SearchIndex::open(&path).unwrap()
+    }
+
+    /// The index finds the establishments opened from `from` to `to` (inclusive, `None` open),
+    /// alone and with another condition.
+    fn check(index: &SearchIndex, dates: &[Option<i32>], from: Option<i32>, to: Option<i32>) {
+        let opening = Condition::Opening { from: from.map(date_text), to: to.map(date_text) };
+        let sp = Condition::AnyOf { table: "uf", values: vec!["SP".into()] };
+        let held = |d: &Option<i32>| d.is_some_and(|d| from.is_none_or(|f| f <= d) && to.is_none_or(|t| d <= t));
+        for (conditions, every) in [(vec![opening.clone()], 1), (vec![sp, opening], 2)] {
+            let expected: Vec<u32> = (0..dates.len())
+                .filter(|&i| i % every == 0 && held(&dates[i]))
+                .map(|i| ordinal(i, dates.len()))
+                .collect();
+            let found = index.matches(&conditions).unwrap().unwrap();
+            assert!(found.exact);
+            let found: Vec<u32> = found.ordinals.iter().collect();
+            assert_eq!(found, expected, "{:?}..{:?} of {conditions:?}", from.map(date_text), to.map(date_text));
+        }
+    }
+
+    /// Dates in a few decades with gaps between (1800s, 1890s, 1950–2029, 2100), a tenth unknown,
+    /// and the days around some boundaries.
+    fn dates() -> Vec<Option<i32>> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state >> 33
+        };
+        let mut dates: Vec<Option<i32>> = (0..6000)
+            .map(|_| {
+                let year = match next() % 100 {
+                    0..10 => return None,
+                    10 => 1800,
+                    11 => 1805,
+                    12 | 13 => 1899,
+                    14 => 2100,
+                    _ => 1950 + (next() % 80) as i32,
+                };
+                Some(days_from_civil(year, 1, 1) + (next() % 365) as i32)
+            })
+            .collect();
+        for (i, text) in
+            ["2009-12-31", "2010-01-01", "2019-12-31", "2020-02-29", "1899-12-31", "2100-12-31"].iter().enumerate()
+        {
+            dates[i * 997] = parse_date(text);
+        }
+        dates
+    }
+
+    #[test]
+    fn a_date_range_finds_what_a_scan_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let dates = dates();
+        let index = index(dir.path(), &dates);
+        let d = |t: &str| Some(parse_date(t).unwrap());
+        let cases = [
+            (d("2013-03-05"), d("2013-03-20")), // inside one month
+            (d("2013-03-05"), d("2017-08-01")), // inside one decade
+            (d("2013-03-05"), d("2021-07-09")), // across a decade boundary
+            (d("2011-01-01"), d("2019-12-31")), // a decade less a year
+            (d("2010-01-01"), d("2019-12-31")), // one whole decade
+            (d("1955-06-01"), d("2024-12-31")), // several, both edges inside
+            (d("2005-01-01"), None),            // open above
+            (d("2010-01-01"), None),            // open above from a boundary
+            (None, d("1999-12-31")),            // open below
+            (None, d("2010-01-01")),            // open below, one day past a boundary
+            (d("2024-01-01"), d("2013-01-01")), // from after to
+            (d("1700-01-01"), d("1899-12-31")), // before 1900
+            (d("2099-12-31"), d("2200-01-01")), // after 2099
+            (None, d("1700-01-01")),            // before everything
+            (d("2200-01-01"), None),            // after everything
+            (d("1800-01-01"), None),            // every known date, no unknown one
+            (d("1810-01-01"), d("1889-12-31")), // only decades that hold none
+            (d("1806-01-01"), d("1899-12-30")), // edges in decades held, a gap between
+        ];
+        for (from, to) in cases {
+            check(&index, &dates, from, to);
+        }
+        let day = prop_oneof![
+            Just(None),
+            (-100_000i32..50_000).prop_map(Some),
+            proptest::sample::select(dates.clone()).prop_flat_map(|d| (-1i32..=1).prop_map(move |s| d.map(|d| d + s))),
+            (175i32..215, -1i32..=1).prop_map(|(decade, s)| Some(days_from_civil(decade * 10, 1, 1) + s)),
+        ];
+        let mut runner = TestRunner::new_with_rng(
+            Config { cases: 1000, failure_persistence: None, ..Config::default() },
+            TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+        );
+        runner
+            .run(&(day.clone(), day), |(from, to)| {
+                check(&index, &dates, from, to);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn an_index_of_another_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = index(dir.path(), &dates());
+        let path = index.path.clone();
+        drop(index);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        for at in [0, n - 8] {
+            bytes[at..at + 8].copy_from_slice(b"CNPJSRC2");
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let error = SearchIndex::open(&path).unwrap_err();
+        assert!(error.to_string().ends_with("not a search index of this version"), "{error}");
     }
 }

@@ -753,7 +753,8 @@ fn pools(db: &Path) -> Pools {
 
 /// The search index answers every search as SQL does: total, page and records, for several
 /// hundred generated combinations of the filters of contract §5 (a fixed seed), over the sample
-/// dump, the real extract and a tiny synthetic month; and a stale index is not used.
+/// dump, the real extract and a tiny synthetic month; and a stale index, or one of an earlier
+/// format, is not used.
 #[test]
 fn the_search_index_answers_as_sql_does() {
     use cnpj_model::{CnpjQuery, Locale};
@@ -857,4 +858,17 @@ fn the_search_index_answers_as_sql_does() {
     assert!(!store.has_search_index() && store.has_lookup_file());
     let f = SearchFilters { state: Some("SP".into()), ..Default::default() };
     assert!(store.search(&f, 1, 20, Locale::PtBr).unwrap().0 > 0);
+    // Nor is an index of the same build in an earlier format (its magic, at both ends).
+    let open = || cnpj_store::Store::open(&cnpj_store::Source::DuckDb(other.db.clone())).unwrap();
+    assert!(open().has_search_index());
+    let path = cnpj_store::search_index_path(&other.db);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let end = bytes.len() - 8;
+    for at in [0, end] {
+        bytes[at..at + 8].copy_from_slice(b"CNPJSRC2");
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let store = open();
+    assert!(!store.has_search_index() && store.has_lookup_file());
+    assert_eq!(store.search(&f, 1, 20, Locale::PtBr).unwrap(), store.search_by_sql(&f, 1, 20, Locale::PtBr).unwrap());
 }
