@@ -29,3 +29,14 @@ CREATE INDEX estabelecimentos_nome_fantasia_trgm ON estabelecimentos USING gin (
 CREATE INDEX empresas_razao_social_trgm ON empresas USING gin (razao_social_fold gin_trgm_ops);
 CREATE INDEX empresas_porte ON empresas (porte_empresa);
 CREATE INDEX empresas_natureza ON empresas (natureza_juridica);
+
+-- Changes (contract §9). Pages come in the served order off (month, cnpj, cnpj_basico), the rest
+-- of the order (event, field, old, new) by an incremental sort of equal keys. A CNPJ filter and a company's
+-- history use cnpj_basico, and each other filter has the month beside it, so that a month or
+-- `since` bounds it. (No semicolon in these comments: the file is split on them.)
+CREATE INDEX changes_order ON changes (month, cnpj, cnpj_basico);
+CREATE INDEX changes_basico ON changes (cnpj_basico, month);
+CREATE INDEX changes_event ON changes (event, month);
+CREATE INDEX changes_uf ON changes (uf, month);
+CREATE INDEX changes_municipio ON changes (municipio, month);
+CREATE INDEX changes_cnae ON changes (cnae, month);

@@ -92,6 +92,20 @@ CREATE UNLOGGED TABLE regimes_tributarios (
     seq bigint NOT NULL
 ) WITH (autovacuum_enabled = false);
 
+-- Month over month (contract §9): one row per change event; old/new are JSON text.
+CREATE UNLOGGED TABLE changes (
+    month text COLLATE "C" NOT NULL,
+    cnpj text COLLATE "C",
+    cnpj_basico text COLLATE "C" NOT NULL,
+    event text COLLATE "C" NOT NULL,
+    field text COLLATE "C",
+    old text COLLATE "C",
+    new text COLLATE "C",
+    uf text COLLATE "C",
+    municipio text COLLATE "C",
+    cnae text COLLATE "C"
+) WITH (autovacuum_enabled = false);
+
 CREATE UNLOGGED TABLE labels (
     tabela text COLLATE "C" NOT NULL,
     codigo text COLLATE "C" NOT NULL,

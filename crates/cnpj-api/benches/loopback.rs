@@ -6,7 +6,10 @@
 //! filters and deep pages, each query run alone (median, p99 and its total) on the search index
 //! and, as the baseline in the same run, on a second server that searches by SQL
 //! (`--no-search-index`); then the whole suite mixed on every connection (searches/s), and the
-//! servers' peak RSS.
+//! servers' peak RSS. Last, the changes suite (contract §9), when the dataset recorded changes
+//! (a build with `--previous`): `GET /api/v1/changes` with each filter alone and combined (values
+//! picked from the dataset's `changes` table), deep pages, and a company's history by 14 and 8
+//! characters, each query alone.
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
@@ -250,6 +253,63 @@ fn search_suite(db: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// The changes suite's requests (name, path), with values picked from the dataset's `changes`
+/// table; none when it has no rows (a dataset built without `--previous`, or before changes).
+fn changes_suite(db: &Path) -> Vec<(String, String)> {
+    let conn = duckdb::Connection::open_with_flags(
+        db,
+        duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap(),
+    )
+    .expect("the dataset opens");
+    let one = |sql: &str| -> String { conn.query_row(sql, [], |r| r.get::<_, String>(0)).unwrap_or_default() };
+    let rows: i64 = conn.query_row("SELECT count(*) FROM changes", [], |r| r.get(0)).unwrap_or(0);
+    if rows == 0 {
+        return Vec::new();
+    }
+    let (newest, oldest) = (one("SELECT max(month) FROM changes"), one("SELECT min(month) FROM changes"));
+    // The most and the least common value of a column in the newest month.
+    let extremes = |column: &str| -> (String, String) {
+        let sql = |order: &str| {
+            format!(
+                "SELECT {column} FROM changes WHERE month = '{newest}' AND {column} IS NOT NULL \
+                 GROUP BY 1 ORDER BY count(*) {order}, 1 LIMIT 1"
+            )
+        };
+        (one(&sql("DESC")), one(&sql("ASC")))
+    };
+    let (event, event_rare) = extremes("event");
+    let (uf, uf_rare) = extremes("uf");
+    let (city, city_rare) = extremes("municipio");
+    let (cnae, _) = extremes("cnae");
+    let cnpj = one(&format!(
+        "SELECT cnpj FROM changes WHERE month = '{newest}' AND cnpj IS NOT NULL LIMIT 1 \
+         OFFSET (SELECT count(*) // 2 FROM changes WHERE month = '{newest}')"
+    ));
+    let basico = cnpj.get(..8).unwrap_or_default().to_owned();
+    let q = |name: &str, query: String| (name.to_owned(), format!("/api/v1/changes?{query}"));
+    vec![
+        q("all", String::new()),
+        q("month", format!("month={newest}")),
+        q("since (all months)", format!("since={oldest}")),
+        q("month+event", format!("month={newest}&event={event}")),
+        q("month+rare event", format!("month={newest}&event={event_rare}")),
+        q("month+2 events", format!("month={newest}&event={event},{event_rare}")),
+        q("month+state", format!("month={newest}&state={uf}")),
+        q("month+rare state", format!("month={newest}&state={uf_rare}")),
+        q("month+city", format!("month={newest}&city_id={city}")),
+        q("month+rare city", format!("month={newest}&city_id={city_rare}")),
+        q("month+cnae", format!("month={newest}&business_sector={cnae}")),
+        q("month+state+event", format!("month={newest}&state={uf}&event={event}")),
+        q("event (all months)", format!("event={event_rare}")),
+        q("state (all months)", format!("state={uf_rare}")),
+        q("cnpj 14", format!("cnpj={cnpj}")),
+        q("cnpj 8", format!("cnpj={basico}")),
+        q("deep page", format!("month={newest}&per_page=50&page=2000")),
+        ("history 14".to_owned(), format!("/api/v1/companies/{cnpj}/history")),
+        ("history 8".to_owned(), format!("/api/v1/companies/{basico}/history")),
+    ]
+}
+
 /// Runs `request` alone, again and again for `seconds` (at least 3 times unless one run takes
 /// longer, at most 200): the median and p99 in ms, and the response's `total`.
 fn alone(addr: &str, request: &[u8], seconds: f64) -> (f64, f64, u64) {
@@ -410,4 +470,25 @@ fn main() {
     if let Some(s) = &sql_server {
         println!("server peak RSS: {:.0} MB searching by SQL", s.peak_rss_mb());
     }
+
+    println!();
+    let changes = changes_suite(&db);
+    if changes.is_empty() {
+        println!("changes suite: skipped (the dataset recorded no changes: build it with --previous)");
+        return;
+    }
+    println!("changes suite: each query alone for {query_seconds} s (median and p99 in ms; total of the filter)");
+    println!("{:<24} {:>10} {:>10} {:>10}", "query", "total", "p50", "p99");
+    let mut medians = Vec::new();
+    for (name, path) in &changes {
+        let (p50, p99, total) = alone(&addr, &get(path), query_seconds);
+        medians.push(p50);
+        println!("{name:<24} {total:>10} {p50:>10.2} {p99:>10.2}");
+    }
+    medians.sort_by(f64::total_cmp);
+    println!(
+        "changes suite: median of the medians {:.2} ms, slowest median {:.2} ms",
+        medians[medians.len() / 2],
+        medians[medians.len() - 1]
+    );
 }

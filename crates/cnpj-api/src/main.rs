@@ -66,8 +66,10 @@ enum Command {
         /// The rate limit's rolling window, in seconds.
         #[arg(long, default_value_t = 60)]
         rate_window: u64,
+        /// Credits per detail record found, and per company history answered.
         #[arg(long, default_value_t = 1)]
         price_detail: i64,
+        /// Credits per search, and per page of changes, that returns at least one item.
         #[arg(long, default_value_t = 1)]
         price_search: i64,
         /// Credits per CNPJ found in a batch.

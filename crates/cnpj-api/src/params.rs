@@ -1,4 +1,4 @@
-//! Query parameter validation (contract §5): every invalid value is a 400 naming the parameter.
+//! Query parameter validation (contract §5, §9): every invalid value is a 400 naming the parameter.
 //!
 //! One rule for every parameter: absent means "not given"; a value that is empty (or, for the
 //! text filters, only white space) is a value of the wrong length, a 400 like any other. Values
@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use cnpj_model::{CnpjQuery, Locale};
-use cnpj_store::SearchFilters;
+use cnpj_store::{ChangeFilters, EVENTS, SearchFilters};
 
 use crate::error::ApiError;
 
@@ -163,12 +163,19 @@ fn state(params: &Params) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// The `cnpj` filter: 14 characters with valid check digits, or 8 (contract §1).
+fn cnpj(params: &Params) -> Result<Option<CnpjQuery>, ApiError> {
+    match params.get("cnpj")? {
+        None => Ok(None),
+        Some(raw) => {
+            Ok(Some(CnpjQuery::parse(raw).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?))
+        }
+    }
+}
+
 /// Every filter of GET /api/v1/companies/search, validated.
 pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
-    let cnpj = match params.get("cnpj")? {
-        None => None,
-        Some(raw) => Some(CnpjQuery::parse(raw).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?),
-    };
+    let cnpj = cnpj(params)?;
     let zip_prefix = match params.get("zip_code")? {
         None => None,
         Some(raw) => {
@@ -200,6 +207,48 @@ pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
         zip_prefix,
         nature_code: code(params, "nature_code", 3, 4)?,
         situacao: code(params, "situacao_cadastral", 1, 2)?,
+    })
+}
+
+/// A month `YYYY-MM` (01 to 12).
+fn month(params: &Params, name: &str) -> Result<Option<String>, ApiError> {
+    let Some(raw) = params.get(name)? else { return Ok(None) };
+    let b = raw.as_bytes();
+    let valid = b.len() == 7
+        && b.iter().enumerate().all(|(i, c)| if i == 4 { *c == b'-' } else { c.is_ascii_digit() })
+        && (1..=12).contains(&((b[5] - b'0') * 10 + (b[6] - b'0')));
+    if valid {
+        Ok(Some(raw.to_owned()))
+    } else {
+        Err(ApiError::invalid(name, format!("The {name} must be a month YYYY-MM, not {raw:?}.")))
+    }
+}
+
+/// The `event` filter: one name of contract §9 or several, comma-separated (each as sent: no
+/// trimming, no case folding); in the order of [`EVENTS`], each once.
+fn events(params: &Params) -> Result<Vec<String>, ApiError> {
+    let Some(raw) = params.get("event")? else { return Ok(Vec::new()) };
+    let given: Vec<&str> = raw.split(',').collect();
+    if let Some(unknown) = given.iter().find(|name| !EVENTS.contains(name)) {
+        return Err(ApiError::invalid(
+            "event",
+            format!("Unknown event {unknown:?}: use one or several, comma-separated, of {}.", EVENTS.join(", ")),
+        ));
+    }
+    Ok(EVENTS.iter().filter(|e| given.contains(e)).map(|e| (*e).to_owned()).collect())
+}
+
+/// Every filter of GET /api/v1/changes, validated (they combine with AND, `month` and `since`
+/// too, as search's filters do: that month if it is not before `since`, else nothing).
+pub fn change_filters(params: &Params) -> Result<ChangeFilters, ApiError> {
+    Ok(ChangeFilters {
+        month: month(params, "month")?,
+        since: month(params, "since")?,
+        events: events(params)?,
+        state: state(params)?,
+        city_id: code(params, "city_id", 1, 4)?,
+        business_sector: code(params, "business_sector", 6, 7)?,
+        cnpj: cnpj(params)?,
     })
 }
 
@@ -372,6 +421,81 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn check_changes(pairs: &[(&str, &str)], expected: Result<ChangeFilters, &str>) {
+        let got = change_filters(&params(pairs)).map_err(named);
+        assert_eq!(got, expected.map_err(str::to_owned), "{pairs:?}");
+    }
+
+    #[test]
+    fn change_filters_are_validated_like_search_filters() {
+        check_changes(
+            &[
+                ("since", "2026-01"),
+                ("event", "moved,opened,moved"),
+                ("state", "sp"),
+                ("city_id", "107"),
+                ("business_sector", "6201-5/01"),
+                ("cnpj", "11.222.333"),
+            ],
+            Ok(ChangeFilters {
+                since: Some("2026-01".into()),
+                events: vec!["opened".into(), "moved".into()],
+                state: Some("SP".into()),
+                city_id: Some("0107".into()),
+                business_sector: Some("6201501".into()),
+                cnpj: Some(CnpjQuery::parse("11222333").unwrap()),
+                ..Default::default()
+            }),
+        );
+        check_changes(
+            &[("month", "2026-12")],
+            Ok(ChangeFilters { month: Some("2026-12".into()), ..Default::default() }),
+        );
+        check_changes(&[("unknown", "1")], Ok(ChangeFilters::default()));
+        for (name, bad) in [
+            ("month", "2026-13"),
+            ("month", "2026-00"),
+            ("month", "2026-1"),
+            ("month", "202610"),
+            ("month", "2026-10-01"),
+            ("since", "２０２６-01"),
+            ("since", ""),
+            ("event", "closed"),
+            ("event", "opened,"),
+            ("event", "opened, moved"),
+            ("event", "Opened"),
+            ("event", ""),
+            ("state", "S"),
+            ("city_id", "12345"),
+            ("business_sector", "12"),
+            ("cnpj", "11222333000182"),
+            ("page", "0"),
+        ] {
+            let got = change_filters(&params(&[(name, bad)])).and_then(|_| pagination(&params(&[(name, bad)])));
+            assert_eq!(got.map(|_| ()).map_err(named), Err(name.to_owned()), "{name}={bad:?}");
+        }
+        check_changes(
+            &[("month", "2026-10"), ("since", "2026-11")],
+            Ok(ChangeFilters { month: Some("2026-10".into()), since: Some("2026-11".into()), ..Default::default() }),
+        );
+    }
+
+    #[test]
+    fn the_document_lists_every_event() {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("../../../schemas/openapi.json")).unwrap();
+        let listed: Vec<&str> = doc["components"]["schemas"]["Change"]["properties"]["event"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        assert_eq!(listed, EVENTS);
+        let parameters = doc["paths"]["/api/v1/changes"]["get"]["parameters"].as_array().unwrap();
+        let pattern = parameters.iter().find(|p| p["name"] == "event").unwrap()["schema"]["pattern"].as_str().unwrap();
+        let names = EVENTS.join("|");
+        assert_eq!(pattern, format!("^(?:{names})(?:,(?:{names}))*$"));
     }
 
     #[test]

@@ -24,8 +24,10 @@ use crate::params::{self, Params};
 /// Credits per request (contract §7 defaults: 1, 1 per found CNPJ, 1 per non-empty page).
 #[derive(Clone, Copy, Debug)]
 pub struct Prices {
+    /// A detail record found; a company history answered (contract §9: priced like detail).
     pub detail: i64,
     pub batch_item: i64,
+    /// A search, or a page of changes (priced like search), with at least one item.
     pub search: i64,
 }
 
@@ -86,8 +88,10 @@ pub fn router(state: Shared, body_timeout: Duration) -> Router {
     let authenticate = || middleware::from_fn_with_state(Arc::clone(&state), authenticate);
     let gets = Router::new()
         .route("/api/v1/companies/search", get(search).fallback(not_allowed("GET")))
-        // A catch-all, so that a masked CNPJ with a raw `/` (11.222.333/0001-81) still matches.
+        // A catch-all, so that a masked CNPJ with a raw `/` (11.222.333/0001-81) still matches;
+        // `…/history` is a company's history.
         .route("/api/v1/companies/{*cnpj}", get(detail).fallback(not_allowed("GET")))
+        .route("/api/v1/changes", get(changes).fallback(not_allowed("GET")))
         .route("/api/v1/reference-data", get(reference_data).fallback(not_allowed("GET")))
         .route("/api/v1/cities", get(cities).fallback(not_allowed("GET")))
         .route_layer(authenticate())
@@ -226,6 +230,9 @@ async fn detail(
 ) -> Result<Json<Value>, ApiError> {
     // A path that does not decode to UTF-8 (`%FF`) is no CNPJ either.
     let Path(cnpj) = cnpj.map_err(|_| ApiError::invalid("cnpj", "Invalid CNPJ: not UTF-8 text."))?;
+    if let Some(cnpj) = cnpj.strip_suffix("/history") {
+        return history(&state, &user, cnpj, &params).await;
+    }
     let locale = params::locale(&params)?;
     let query = CnpjQuery::parse(&cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
     let store = state.store();
@@ -250,6 +257,36 @@ async fn search(
     let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
     body.extend(pagination(total, page, per_page, records.len()));
     body.insert("data".into(), records.iter().map(|r| r.search_item()).collect());
+    Ok(Json(Value::Object(body)))
+}
+
+/// GET /api/v1/companies/{cnpj}/history (contract §9): priced like detail, 1 when it answers.
+async fn history(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Json<Value>, ApiError> {
+    let locale = params::locale(params)?;
+    let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
+    let store = state.store();
+    let items = blocking(move || Ok(store.history(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
+    charge(state, user, state.prices.detail, "history").await?;
+    Ok(Json(json!({"success": true, "data": items})))
+}
+
+/// GET /api/v1/changes (contract §9): the envelope and pagination of search, priced like it.
+async fn changes(
+    State(state): State<Shared>,
+    Extension(user): Extension<User>,
+    params: Params,
+) -> Result<Json<Value>, ApiError> {
+    let locale = params::locale(&params)?;
+    let (page, per_page) = params::pagination(&params)?;
+    let filters = params::change_filters(&params)?;
+    let store = state.store();
+    let (total, items) = blocking(move || Ok(store.changes(&filters, page, per_page, locale)?)).await?;
+    if !items.is_empty() {
+        charge(&state, &user, state.prices.search, "changes").await?;
+    }
+    let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
+    body.extend(pagination(total, page, per_page, items.len()));
+    body.insert("data".into(), json!(items));
     Ok(Json(Value::Object(body)))
 }
 

@@ -1,7 +1,10 @@
 //! The `changes` table (contract §9): the previous dataset's metadata for the build's comparison
 //! and guard, then this month's events from the comparison's files (`cnpj_index::ChangeFile`),
 //! company events given their head office, and the history carried over from the previous
-//! dataset, ordered by month then CNPJ so that DuckDB's zone maps serve both filters.
+//! dataset, ordered by month then CNPJ so that DuckDB's zone maps serve both filters. The order is
+//! the one the API serves (month, cnpj, cnpj_basico, event, field, old, new: the base orders the
+//! company events of companies without an establishment, whose CNPJ is NULL), and it is total but
+//! for identical rows, so that a page read in stored order is the page Postgres sorts.
 
 use std::path::{Path, PathBuf};
 
@@ -165,7 +168,7 @@ impl Loader {
         .map_err(db("finding the head offices of company events"))?;
         conn.execute(
             "INSERT INTO changes SELECT ? AS month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae \
-             FROM stg_changes ORDER BY cnpj, event, field, old, new",
+             FROM stg_changes ORDER BY cnpj, cnpj_basico, event, field, old, new",
             [month],
         )
         .map_err(db("recording the changes"))?;

@@ -18,10 +18,11 @@ const SCHEMA: &str = include_str!("../../../sql/postgres/schema.sql");
 const INDEXES: &str = include_str!("../../../sql/postgres/indexes.sql");
 
 /// The tables copied, biggest first so that the parallel streams finish together.
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 12] = [
     "estabelecimentos",
     "empresas",
     "socios",
+    "changes",
     "simples",
     "regimes_tributarios",
     "rejects",

@@ -1,12 +1,14 @@
 //! Reads a built registry dataset (a DuckDB file opened read-only, or a Postgres schema): detail
-//! and batch records by CNPJ, search, reference data and cities, in any locale. The CLI's `show`
-//! and the API serve records through this crate. A record's rows come from the DuckDB file's
-//! lookup file or from SQL, the same for both backends (dialect differences are confined to
-//! `search.rs`); one builder makes records of them, so every path answers byte for byte alike.
+//! and batch records by CNPJ, search, month-over-month changes and history, reference data and
+//! cities, in any locale. The CLI's `show` and the API serve records through this crate. A
+//! record's rows come from the DuckDB file's lookup file or from SQL, the same for both backends
+//! (dialect differences are confined to `search.rs` and `changes.rs`); one builder makes records
+//! of them, so every path answers byte for byte alike.
 //! A search runs on the build's search index when there is one (and answers as SQL would), else
 //! by SQL. Safe to share between threads.
 
 mod backend;
+mod changes;
 mod search;
 
 use std::collections::HashMap;
@@ -18,6 +20,7 @@ use cnpj_model::{
 
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
+pub use changes::{Change, ChangeFilters, EVENTS};
 use cnpj_index::{Lookup, LookupTable, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, lookup_path, search_index_path};
 pub use search::SearchFilters;
@@ -68,6 +71,8 @@ pub struct Store {
     source_month: String,
     /// When the dataset was published (Postgres; empty for a DuckDB file): a swap changes it.
     published_at: String,
+    /// The number of changes per month, event and state, read on first use (`changes.rs`).
+    tally: std::sync::OnceLock<Vec<changes::Tally>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -208,6 +213,7 @@ impl Store {
             cities,
             source_month,
             published_at,
+            tally: std::sync::OnceLock::new(),
         })
     }
 

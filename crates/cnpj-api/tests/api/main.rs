@@ -1,7 +1,10 @@
 //! End-to-end tests of `cnpj-api`: the real binary on a loopback port, over a real DuckDB dataset
 //! built from the project's sample dump, with a real SQLite accounts store, called over HTTP; and
 //! the same over Postgres (the throwaway cluster that `scripts/test` starts): byte-for-byte parity
-//! with DuckDB, replicas sharing credits and the rate limit, publication swaps.
+//! with DuckDB, replicas sharing credits and the rate limit, publication swaps. Module `changes`:
+//! month over month, over the sample dump and its next month.
+
+mod changes;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -535,7 +538,7 @@ fn responses_conform_to_the_openapi_document() {
     let s = Server::start(&["--rate-limit", "1000"]);
     let token = s.user("iris", 1000);
     let served = request(&s.addr, "GET", "/api/v1/openapi.json", None, None);
-    let doc: Value = serde_json::from_str(include_str!("../../../schemas/openapi.json")).unwrap();
+    let doc: Value = serde_json::from_str(include_str!("../../../../schemas/openapi.json")).unwrap();
     assert_eq!(served.body, doc, "the served document is the file");
     let cases: Vec<(&str, &str, Reply)> = vec![
         ("/api/v1/companies/{cnpj}", "get", get(&s, "/api/v1/companies/11222333000181", &token)),
@@ -568,6 +571,12 @@ fn responses_conform_to_the_openapi_document() {
         ("/api/v1/reference-data", "get", get(&s, "/api/v1/reference-data?locale=xx", &token)),
         ("/api/v1/cities", "get", get(&s, "/api/v1/cities?state=SP&term=campinas", &token)),
         ("/api/v1/cities", "get", get(&s, "/api/v1/cities?page=0", &token)),
+        // A first month: no changes (pages of them in module `changes`).
+        ("/api/v1/changes", "get", get(&s, "/api/v1/changes?since=2026-01&event=opened,moved", &token)),
+        ("/api/v1/changes", "get", get(&s, "/api/v1/changes?event=nope", &token)),
+        ("/api/v1/companies/{cnpj}/history", "get", get(&s, "/api/v1/companies/11222333/history", &token)),
+        ("/api/v1/companies/{cnpj}/history", "get", get(&s, "/api/v1/companies/11444777000161/history", &token)),
+        ("/api/v1/companies/{cnpj}/history", "get", get(&s, "/api/v1/companies/1/history", &token)),
         ("/healthz", "get", request(&s.addr, "GET", "/healthz", None, None)),
     ];
     // The check can fail: a detail record missing its fields, or with one undocumented, does not conform.
