@@ -529,12 +529,14 @@ impl Churn<'_> {
         Ok((summary, counts, changes))
     }
 
-    fn empresas<R: BufRead>(
+    /// Copies the rows of a table of 7 fields keyed by company (Empresas, Simples), less the
+    /// gone companies', with `changes` applied; a key's changes are listed at its first row.
+    fn company_rows<R: BufRead>(
         &self,
         rec: &mut Records<R>,
-        part: u32,
         out: &mut Out,
         events: &mut Events,
+        changes: impl Fn(&Self, &Records<R>, &[u8]) -> (Patch, Found),
     ) -> Result<(), SynthError> {
         let mut prev = Vec::new();
         while rec.next()? {
@@ -544,7 +546,7 @@ impl Churn<'_> {
             };
             let first = basico != prev;
             if !self.gone(&basico) {
-                let (patch, found) = self.company_changes(rec, &basico);
+                let (patch, found) = changes(self, rec, &basico);
                 out.record(rec, &patch, first)?;
                 if first {
                     for &(event, field) in &found {
@@ -554,6 +556,17 @@ impl Churn<'_> {
             }
             prev = basico;
         }
+        Ok(())
+    }
+
+    fn empresas<R: BufRead>(
+        &self,
+        rec: &mut Records<R>,
+        part: u32,
+        out: &mut Out,
+        events: &mut Events,
+    ) -> Result<(), SynthError> {
+        self.company_rows(rec, out, events, Self::company_changes)?;
         let mut line = Vec::new();
         for i in self.new_companies(part) {
             line.clear();
@@ -848,24 +861,7 @@ impl Churn<'_> {
     }
 
     fn simples<R: BufRead>(&self, rec: &mut Records<R>, out: &mut Out, events: &mut Events) -> Result<(), SynthError> {
-        let mut prev = Vec::new();
-        while rec.next()? {
-            let Some(basico) = served::basico(rec.field(0)).filter(|_| rec.len() == 7) else {
-                out.reject(rec)?;
-                continue;
-            };
-            let first = basico != prev;
-            if !self.gone(&basico) {
-                let (patch, found) = self.simples_changes(rec, &basico);
-                out.record(rec, &patch, first)?;
-                if first {
-                    for &(event, field) in &found {
-                        events.push(event, Some(field), None, &basico)?;
-                    }
-                }
-            }
-            prev = basico;
-        }
+        self.company_rows(rec, out, events, Self::simples_changes)?;
         let mut line = Vec::new();
         for i in self.new.values().flat_map(Clone::clone) {
             let mut rng = self.rng(salt::NEW_SIMPLES, &i.to_le_bytes());
