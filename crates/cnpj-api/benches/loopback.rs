@@ -477,13 +477,35 @@ fn main() {
         println!("changes suite: skipped (the dataset recorded no changes: build it with --previous)");
         return;
     }
-    println!("changes suite: each query alone for {query_seconds} s (median and p99 in ms; total of the filter)");
-    println!("{:<24} {:>10} {:>10} {:>10}", "query", "total", "p50", "p99");
+    // The baseline: a copy of the dataset file without `change_months`, where a company's
+    // changes are found by scanning every month (the server is the same binary).
+    let scan_server = baseline.then(|| {
+        let copy = dir.path().join("without-change-months.duckdb");
+        std::fs::copy(&db, &copy).expect("copying the dataset for the baseline");
+        let conn = duckdb::Connection::open(&copy).expect("the copy opens");
+        conn.execute_batch("DROP TABLE IF EXISTS change_months; CHECKPOINT").expect("dropping change_months");
+        drop(conn);
+        Server::spawn(&accounts, &["--db".into(), copy.into()], &[])
+    });
+    println!(
+        "changes suite: each query alone for {query_seconds} s (median and p99 in ms; total of the filter; \
+         baseline for a company's changes: the same dataset without change_months)"
+    );
+    println!("{:<24} {:>10} {:>10} {:>10} {:>11} {:>11}", "query", "total", "p50", "p99", "scan p50", "scan p99");
     let mut medians = Vec::new();
     for (name, path) in &changes {
         let (p50, p99, total) = alone(&addr, &get(path), query_seconds);
         medians.push(p50);
-        println!("{name:<24} {total:>10} {p50:>10.2} {p99:>10.2}");
+        let company = path.contains("cnpj=") || path.ends_with("/history");
+        let (scan50, scan99) = match scan_server.as_ref().filter(|_| company) {
+            Some(s) => {
+                let (p50, p99, scan_total) = alone(&s.addr, &get_at(&s.addr, path), query_seconds);
+                assert_eq!(scan_total, total, "{name}: with and without change_months disagree");
+                (format!("{p50:.2}"), format!("{p99:.2}"))
+            }
+            None => ("-".into(), "-".into()),
+        };
+        println!("{name:<24} {total:>10} {p50:>10.2} {p99:>10.2} {scan50:>11} {scan99:>11}");
     }
     medians.sort_by(f64::total_cmp);
     println!(

@@ -18,7 +18,8 @@
 //! Month over month: the next month is evolved from each month (`cnpj-etl synth --evolve-from`)
 //! and built twice, alone and with `--previous` (the first month's dataset), in the same run: the
 //! difference is what the comparison costs, and the DuckDB files' difference is one month of
-//! `changes` (times 24: the history's size at `--keep-months 24`).
+//! `changes` (times 24: the history's size at `--keep-months 24`). `CNPJ_BENCH_MONTH_OVER_MONTH=0`
+//! leaves it out (at 1.0, two months' datasets and zips need ≈ 70 GB of disk).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -225,6 +226,7 @@ fn main() {
         .unwrap_or_default();
     let mut limit_lines = Vec::new();
     let mut change_lines = Vec::new();
+    let month_over_month_too = std::env::var("CNPJ_BENCH_MONTH_OVER_MONTH").map_or(true, |v| v != "0");
     for scale in scales {
         let dir = root.join(format!("scale-{scale}"));
         let opts = cnpj_synth::SynthOptions::new(scale, &dir);
@@ -252,7 +254,9 @@ fn main() {
             store.as_secs_f64(),
             std::fs::metadata(cnpj_store::search_index_path(&db)).map_or(0, |m| m.len()) as f64 / 1e6,
         );
-        change_lines.push(month_over_month(scale, &dir, &db, &root));
+        if month_over_month_too {
+            change_lines.push(month_over_month(scale, &dir, &db, &root));
+        }
         for limit in &limits {
             let db = root.join(format!("limited-{scale}.duckdb"));
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
@@ -303,13 +307,17 @@ fn main() {
             ));
         }
     }
-    println!("\nMonth over month: the next month (evolved) built alone, then with `--previous` (the first month)\n");
-    println!(
-        "| scale | changes | next month alone s | with --previous s | comparison s | comparison / build | peak RSS MB (alone, with) | one month of changes MB | 24 months MB |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for line in change_lines {
-        println!("{line}");
+    if !change_lines.is_empty() {
+        println!(
+            "\nMonth over month: the next month (evolved) built alone, then with `--previous` (the first month)\n"
+        );
+        println!(
+            "| scale | changes | next month alone s | with --previous s | comparison s | comparison / build | peak RSS MB (alone, with) | one month of changes MB | 24 months MB |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for line in change_lines {
+            println!("{line}");
+        }
     }
     if !limit_lines.is_empty() {
         println!("\nThe same month under a memory limit (`--memory-limit`): peak RSS against the limit\n");

@@ -4,7 +4,9 @@
 //! dataset, ordered by month then CNPJ so that DuckDB's zone maps serve both filters. The order is
 //! the one the API serves (month, cnpj, cnpj_basico, event, field, old, new: the base orders the
 //! company events of companies without an establishment, whose CNPJ is NULL), and it is total but
-//! for identical rows, so that a page read in stored order is the page Postgres sorts.
+//! for identical rows, so that a page read in stored order is the page Postgres sorts. Beside
+//! it, `change_months` lists the months of each company's changes (DuckDB only: Postgres has an
+//! index on `cnpj_basico`).
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,14 @@ pub(crate) const CHANGES_DDL: &str = "CREATE TABLE changes (month VARCHAR, cnpj 
      event VARCHAR, field VARCHAR, old VARCHAR, new VARCHAR, uf VARCHAR, municipio VARCHAR, cnae VARCHAR)";
 
 const COLUMNS: &str = "month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae";
+
+/// The months in which each company has changes, in company order: a company's history or
+/// `/changes?cnpj=` reads these months of `changes` alone. `changes` is stored in month order, so
+/// a company's rows lie in one row group per month, and finding them in all 24 months means
+/// decompressing 24 row groups of `cnpj_basico` (≈ 36 ms over a full history; with the months,
+/// ≈ 7 ms: BENCHMARKS.md, "A company's history"). ≈ 5 bytes a row, a fifth of `changes`.
+pub const CHANGE_MONTHS: &str =
+    "CREATE TABLE change_months AS SELECT DISTINCT cnpj_basico, month FROM changes ORDER BY cnpj_basico, month";
 
 /// What a build needs of the previous month's dataset.
 #[derive(Clone, Debug)]
@@ -98,7 +108,10 @@ impl Loader {
         let conn = self.conn();
         conn.execute_batch(CHANGES_DDL).map_err(db("creating changes"))?;
         let mut summary = ChangeSummary::default();
-        let Some(previous) = previous else { return Ok(summary) };
+        let Some(previous) = previous else {
+            conn.execute_batch(CHANGE_MONTHS).map_err(db("creating change_months"))?;
+            return Ok(summary);
+        };
         let first = first_kept(month, keep_months).unwrap_or_else(|| month.to_owned());
         let attach =
             format!("ATTACH '{}' AS previous (READ_ONLY)", previous.path.display().to_string().replace('\'', "''"));
@@ -173,6 +186,7 @@ impl Loader {
         )
         .map_err(db("recording the changes"))?;
         conn.execute_batch("DROP TABLE stg_changes").map_err(db("dropping stg_changes"))?;
+        conn.execute_batch(CHANGE_MONTHS).map_err(db("creating change_months"))?;
         let counts = |sql: &str| -> Result<Vec<(String, u64)>, LoadError> {
             let mut stmt = conn.prepare(sql).map_err(db("counting the changes"))?;
             let rows = stmt

@@ -12,6 +12,6 @@ mod runs;
 mod space;
 
 pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch};
-pub use changes::{ChangeSummary, PreviousDataset};
+pub use changes::{CHANGE_MONTHS, ChangeSummary, PreviousDataset};
 pub use loader::{FileCounts, LoadError, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};
 pub use runs::{Keyed, RunWriter, Runs, Served, Spill};

@@ -18,7 +18,7 @@ use cnpj_model::{CnpjQuery, Locale};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::backend::{Dialect, TextRow};
+use crate::backend::{Backend, Dialect, TextRow};
 use crate::{Store, StoreError, key_of, opt, text};
 
 /// The event names of contract §9, the values of the `event` filter.
@@ -72,8 +72,9 @@ pub struct ChangeFilters {
 }
 
 impl ChangeFilters {
-    /// The WHERE clause (empty, or ` WHERE …` with `$n` placeholders) and its parameters.
-    pub(crate) fn sql(&self) -> (String, Vec<String>) {
+    /// The WHERE clause (empty, or ` WHERE …` with `$n` placeholders) and its parameters;
+    /// `months`, when given, narrows the scan to those months (a company's, from `change_months`).
+    pub(crate) fn sql(&self, months: Option<&[String]>) -> (String, Vec<String>) {
         let mut clauses = Vec::new();
         let mut params: Vec<String> = Vec::new();
         // `clause` with each `$` standing for the next parameter.
@@ -96,6 +97,9 @@ impl ChangeFilters {
         }
         if let Some(m) = &self.since {
             add("month >= $", vec![m.clone()]);
+        }
+        if let Some(months) = months {
+            add(&format!("month IN ({})", vec!["$"; months.len()].join(", ")), months.to_vec());
         }
         match self.events.as_slice() {
             [] => {}
@@ -178,6 +182,27 @@ fn parse(stored: Option<String>) -> Value {
     }
 }
 
+/// Which month-over-month tables a dataset has: a DuckDB file built before them has neither (it
+/// has no changes to serve), and Postgres has no `change_months` (its index on `cnpj_basico`
+/// serves instead).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChangeTables {
+    pub(crate) changes: bool,
+    pub(crate) change_months: bool,
+}
+
+impl ChangeTables {
+    pub(crate) fn of(backend: &Backend) -> Result<ChangeTables, StoreError> {
+        if backend.dialect() == Dialect::Postgres {
+            return Ok(ChangeTables { changes: true, change_months: false });
+        }
+        let sql = "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('changes', 'change_months')";
+        let names: Vec<String> = backend.rows("tables", sql, &[])?.iter().map(|r| text(r, 0)).collect();
+        let has = |name: &str| names.iter().any(|n| n == name);
+        Ok(ChangeTables { changes: has("changes"), change_months: has("change_months") })
+    }
+}
+
 /// Matches read before the total is counted (see the module docs).
 const FIRST_ROWS: u64 = 1000;
 
@@ -201,7 +226,11 @@ impl Store {
         per_page: u64,
         locale: Locale,
     ) -> Result<(u64, Vec<Change>), StoreError> {
-        let (clause, params) = filters.sql();
+        let months = self.company_months(filters)?;
+        if !self.tables.changes || months.as_ref().is_some_and(Vec::is_empty) {
+            return Ok((0, Vec::new()));
+        }
+        let (clause, params) = filters.sql(months.as_deref());
         let order = match self.backend.dialect() {
             Dialect::DuckDb => String::new(),
             Dialect::Postgres => format!(" ORDER BY month, {ORDER_AFTER_MONTH}"),
@@ -235,6 +264,15 @@ impl Store {
             }
         };
         Ok((total, rows.into_iter().map(|r| self.change(r, locale)).collect()))
+    }
+
+    /// With a CNPJ filter on a DuckDB file: the months of its company's changes, from
+    /// `change_months` (see cnpj-load's `changes.rs`); `None` otherwise.
+    fn company_months(&self, filters: &ChangeFilters) -> Result<Option<Vec<String>>, StoreError> {
+        let Some(query) = filters.cnpj.as_ref().filter(|_| self.tables.change_months) else { return Ok(None) };
+        let sql = "SELECT month FROM change_months WHERE cnpj_basico = $1";
+        let rows = self.backend.rows("change months", sql, &[query.basico().to_owned()])?;
+        Ok(Some(rows.iter().map(|r| text(r, 0)).collect()))
     }
 
     /// The total of `filters` from the tally, when they filter on month, since, event and state
@@ -273,9 +311,15 @@ impl Store {
     /// newest month first, then in the served order; `None` when there is none and no such
     /// record now.
     pub fn history(&self, query: &CnpjQuery, locale: Locale) -> Result<Option<Vec<Change>>, StoreError> {
-        let (clause, params) = ChangeFilters { cnpj: Some(*query), ..Default::default() }.sql();
-        let sql = format!("SELECT {COLUMNS} FROM changes{clause} ORDER BY month DESC, {ORDER_AFTER_MONTH}");
-        let rows = self.backend.rows("history", &sql, &params)?;
+        let filters = ChangeFilters { cnpj: Some(*query), ..Default::default() };
+        let months = self.company_months(&filters)?;
+        let rows = if !self.tables.changes || months.as_ref().is_some_and(Vec::is_empty) {
+            Vec::new()
+        } else {
+            let (clause, params) = filters.sql(months.as_deref());
+            let sql = format!("SELECT {COLUMNS} FROM changes{clause} ORDER BY month DESC, {ORDER_AFTER_MONTH}");
+            self.backend.rows("history", &sql, &params)?
+        };
         if rows.is_empty() && self.find(&[key_of(query)], false)?.pop().flatten().is_none() {
             return Ok(None);
         }
@@ -323,7 +367,7 @@ mod tests {
     use super::*;
 
     fn check(filters: ChangeFilters, expected: (&str, &[&str])) {
-        let (clause, params) = filters.sql();
+        let (clause, params) = filters.sql(None);
         assert_eq!((clause.as_str(), params.iter().map(String::as_str).collect::<Vec<_>>().as_slice()), expected);
     }
 
@@ -350,10 +394,19 @@ mod tests {
     }
 
     #[test]
+    fn a_company_s_months_narrow_the_scan() {
+        let filters = ChangeFilters { cnpj: Some(CnpjQuery::parse("11222333").unwrap()), ..Default::default() };
+        let months = ["2026-09".to_owned(), "2026-11".to_owned()];
+        let (clause, params) = filters.sql(Some(&months));
+        assert_eq!(clause, " WHERE month IN ($1, $2) AND cnpj_basico = $3");
+        assert_eq!(params, ["2026-09", "2026-11", "11222333"]);
+    }
+
+    #[test]
     fn a_cnpj_takes_its_company_events_too() {
         let full = CnpjQuery::parse("11.222.333/0002-62").unwrap();
         let (clause, params) =
-            ChangeFilters { city_id: Some("7107".into()), cnpj: Some(full), ..Default::default() }.sql();
+            ChangeFilters { city_id: Some("7107".into()), cnpj: Some(full), ..Default::default() }.sql(None);
         assert_eq!(params, ["7107", "11222333", "11222333000262"]);
         assert!(
             clause.starts_with(" WHERE municipio = $1 AND cnpj_basico = $2 AND (cnpj = $3 OR field IN ("),

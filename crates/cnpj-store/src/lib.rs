@@ -73,6 +73,7 @@ pub struct Store {
     published_at: String,
     /// The number of changes per month, event and state, read on first use (`changes.rs`).
     tally: std::sync::OnceLock<Vec<changes::Tally>>,
+    tables: changes::ChangeTables,
 }
 
 impl std::fmt::Debug for Store {
@@ -202,6 +203,7 @@ impl Store {
             cities.push((fold(&city.name), city));
         }
         cities.sort_by(|(fa, a), (fb, b)| (fa, &a.name, &a.id).cmp(&(fb, &b.name, &b.id)));
+        let tables = changes::ChangeTables::of(&backend)?;
         Ok(Store {
             source: source.clone(),
             search_index: search_index.clone(),
@@ -214,6 +216,7 @@ impl Store {
             source_month,
             published_at,
             tally: std::sync::OnceLock::new(),
+            tables,
         })
     }
 

@@ -355,12 +355,13 @@ fn postgres_changes_answer_byte_for_byte_like_duckdb() {
 }
 
 /// Replaces the `changes` of the dataset `db` by 3,000 synthetic ones over three months, stored
-/// in the served order as a build stores them (a page beyond the first 1,000 matches, totals
-/// counted rather than tallied, NULL CNPJs and places).
+/// in the served order as a build stores them, with their `change_months` (a page beyond the
+/// first 1,000 matches, totals counted rather than tallied, NULL CNPJs and places).
 fn synthetic_changes(db: &Path) {
     let conn = duckdb::Connection::open(db).unwrap();
     conn.execute_batch(
         "DROP TABLE changes;
+         DROP TABLE change_months;
          CREATE TABLE changes AS
          SELECT printf('2026-%02d', 1 + i % 3) AS month,
                 CASE WHEN i % 97 = 0 THEN NULL ELSE printf('%08d0001%02d', i % 400, i % 89) END AS cnpj,
@@ -376,6 +377,7 @@ fn synthetic_changes(db: &Path) {
          ORDER BY month, cnpj NULLS LAST, cnpj_basico, event, field NULLS LAST, old NULLS LAST, new NULLS LAST",
     )
     .unwrap();
+    conn.execute_batch(cnpj_load::CHANGE_MONTHS).unwrap();
 }
 
 /// What a change item is compared on: month, cnpj, basico, event, field, old and new (JSON).
@@ -471,6 +473,10 @@ fn store_pages_and_totals_are_the_filtered_served_order() {
         },
         ChangeFilters { cnpj: q(&valid[..8]), ..Default::default() },
         ChangeFilters { cnpj: q(&valid), ..Default::default() },
+        ChangeFilters { cnpj: q(&valid[..8]), since: month("2026-02"), ..Default::default() },
+        ChangeFilters { cnpj: q(&valid), month: month("2026-03"), events: events(&["moved"]), ..Default::default() },
+        ChangeFilters { cnpj: q("00000399"), ..Default::default() },
+        ChangeFilters { cnpj: q("00000401"), ..Default::default() },
         ChangeFilters { month: month("2026-04"), ..Default::default() },
     ];
     assert!(oracle(&all, &cases[4]).len() > 1001, "a filter that is counted has more than 1,000 matches");
@@ -500,4 +506,26 @@ fn store_pages_and_totals_are_the_filtered_served_order() {
             }
         }
     }
+}
+
+/// A dataset built before month over month (no `changes`, no `change_months`) serves no changes
+/// rather than failing, and a company's history is then empty (or not found, by the 404 rule).
+#[test]
+fn a_dataset_without_changes_serves_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    build_month(&root().join("data/sample-dump"), &db, None);
+    let conn = duckdb::Connection::open(&db).unwrap();
+    conn.execute_batch("DROP TABLE changes; DROP TABLE change_months").unwrap();
+    drop(conn);
+    let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(db.clone())).unwrap();
+    let filters = cnpj_store::ChangeFilters { month: Some("2026-11".into()), ..Default::default() };
+    assert_eq!(store.changes(&filters, 1, 10, cnpj_model::Locale::PtBr).unwrap(), (0, Vec::new()));
+    let q = |s: &str| cnpj_model::CnpjQuery::parse(s).unwrap();
+    assert_eq!(store.history(&q("11222333"), cnpj_model::Locale::PtBr).unwrap(), Some(Vec::new()));
+    assert_eq!(store.history(&q("99000111"), cnpj_model::Locale::PtBr).unwrap(), None);
+    let s = serve(dir, db, &[]);
+    let token = s.user("nina", 5);
+    let r = get(&s, "/api/v1/changes?month=2026-11", &token);
+    assert_eq!((r.status, &r.body["data"]), (200, &serde_json::json!([])), "{}", r.body);
 }
