@@ -90,19 +90,17 @@ pub fn resolve_month(opts: &DownloadOptions) -> Result<String, DownloadError> {
     Ok(opts.source.month_files(&agent(opts.stall), &opts.month)?.0)
 }
 
-/// The month's files (and the tax-regime files) as listed, each with the authorization to fetch it.
-fn listed(
-    agent: &ureq::Agent,
-    opts: &DownloadOptions,
-) -> Result<(String, Vec<RemoteFile>, Vec<Option<String>>), DownloadError> {
-    let (month, mut files) = opts.source.month_files(agent, &opts.month)?;
-    let mut auth: Vec<Option<String>> = vec![opts.source.authorization(); files.len()];
+/// A listed file and the authorization to fetch it.
+type Listed = (RemoteFile, Option<String>);
+
+/// The month and its files (and the tax-regime files), as listed.
+fn listed(agent: &ureq::Agent, opts: &DownloadOptions) -> Result<(String, Vec<Listed>), DownloadError> {
+    let (month, files) = opts.source.month_files(agent, &opts.month)?;
+    let mut listed: Vec<Listed> = files.into_iter().map(|f| (f, opts.source.authorization())).collect();
     if let Some(tax) = &opts.tax_regime {
-        let extra = tax.files(agent, "")?;
-        auth.extend(std::iter::repeat_n(tax.authorization(), extra.len()));
-        files.extend(extra);
+        listed.extend(tax.files(agent, "")?.into_iter().map(|f| (f, tax.authorization())));
     }
-    Ok((month, files, auth))
+    Ok((month, listed))
 }
 
 /// Whether `manifest` records `file` as downloaded: the size and modification time it was listed with.
@@ -115,13 +113,13 @@ fn recorded(manifest: &Manifest, file: &RemoteFile) -> bool {
 /// published since that folder was downloaded. Nothing is fetched, and the local copies are not
 /// looked at (zips deleted after their build are not news).
 pub fn unrecorded(opts: &DownloadOptions) -> Result<(String, Vec<String>), DownloadError> {
-    let (month, files, _) = listed(&agent(opts.stall), opts)?;
+    let (month, files) = listed(&agent(opts.stall), opts)?;
     let manifest = Manifest::load(&opts.dest);
-    let fresh = if manifest.month == month {
-        files.into_iter().filter(|f| !recorded(&manifest, f)).map(|f| f.name).collect()
-    } else {
-        files.into_iter().map(|f| f.name).collect()
-    };
+    let fresh = files
+        .into_iter()
+        .filter(|(f, _)| manifest.month != month || !recorded(&manifest, f))
+        .map(|(f, _)| f.name)
+        .collect();
     Ok((month, fresh))
 }
 
@@ -129,9 +127,9 @@ pub fn unrecorded(opts: &DownloadOptions) -> Result<(String, Vec<String>), Downl
 pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<DownloadSummary, DownloadError> {
     let started = Instant::now();
     let agent = agent(opts.stall);
-    let (month, files, auth) = listed(&agent, opts)?;
+    let (month, files) = listed(&agent, opts)?;
     std::fs::create_dir_all(&opts.dest).map_err(|source| DownloadError::Io { path: opts.dest.clone(), source })?;
-    observer.listed(&month, files.len(), files.iter().map(|f| f.size).sum());
+    observer.listed(&month, files.len(), files.iter().map(|(f, _)| f.size).sum());
 
     let mut manifest = Manifest::load(&opts.dest);
     if manifest.month != month {
@@ -139,7 +137,7 @@ pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<Downl
     }
     let mut summary = DownloadSummary { month: month.clone(), ..Default::default() };
     let mut queue = VecDeque::new();
-    for (file, auth) in files.into_iter().zip(auth) {
+    for (file, auth) in files {
         let done = recorded(&manifest, &file)
             && std::fs::metadata(opts.dest.join(&file.name)).is_ok_and(|m| m.len() == file.size);
         if done {

@@ -169,12 +169,12 @@ fn env_file(name: &str) -> HashMap<String, String> {
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
         .collect();
+    let variable = regex::Regex::new(r"\$\{?([A-Z_]+)\}?").unwrap();
     for unit in ["cnpj-etl-run.service", "cnpj-api.service"] {
         if !value(unit, "EnvironmentFile").ends_with(&format!("/{name}")) {
             continue;
         }
-        let used: BTreeSet<String> = regex::Regex::new(r"\$\{?([A-Z_]+)\}?")
-            .unwrap()
+        let used: BTreeSet<String> = variable
             .captures_iter(&value(unit, "ExecStart"))
             .map(|c| c[1].to_owned())
             .filter(|v| v != "MAINPID")
