@@ -11,4 +11,6 @@ mod transfer;
 
 pub use listing::{ListingError, RemoteFile, Source};
 pub use manifest::{Manifest, ManifestEntry};
-pub use transfer::{DownloadError, DownloadOptions, DownloadSummary, NoObserver, Observer, download, resolve_month};
+pub use transfer::{
+    DownloadError, DownloadOptions, DownloadSummary, NoObserver, Observer, download, resolve_month, unrecorded,
+};

@@ -90,19 +90,46 @@ pub fn resolve_month(opts: &DownloadOptions) -> Result<String, DownloadError> {
     Ok(opts.source.month_files(&agent(opts.stall), &opts.month)?.0)
 }
 
+/// A listed file and the authorization to fetch it.
+type Listed = (RemoteFile, Option<String>);
+
+/// The month and its files (and the tax-regime files), as listed.
+fn listed(agent: &ureq::Agent, opts: &DownloadOptions) -> Result<(String, Vec<Listed>), DownloadError> {
+    let (month, files) = opts.source.month_files(agent, &opts.month)?;
+    let mut listed: Vec<Listed> = files.into_iter().map(|f| (f, opts.source.authorization())).collect();
+    if let Some(tax) = &opts.tax_regime {
+        listed.extend(tax.files(agent, "")?.into_iter().map(|f| (f, tax.authorization())));
+    }
+    Ok((month, listed))
+}
+
+/// Whether `manifest` records `file` as downloaded: the size and modification time it was listed with.
+fn recorded(manifest: &Manifest, file: &RemoteFile) -> bool {
+    manifest.files.get(&file.name).is_some_and(|e| e.size == file.size && e.modified == file.modified)
+}
+
+/// The month and the names of its listed files (tax-regime files included) that the manifest in
+/// `opts.dest` does not record with their listed size and modification time: what the source
+/// published since that folder was downloaded. Nothing is fetched, and the local copies are not
+/// looked at (zips deleted after their build are not news).
+pub fn unrecorded(opts: &DownloadOptions) -> Result<(String, Vec<String>), DownloadError> {
+    let (month, files) = listed(&agent(opts.stall), opts)?;
+    let manifest = Manifest::load(&opts.dest);
+    let fresh = files
+        .into_iter()
+        .filter(|(f, _)| manifest.month != month || !recorded(&manifest, f))
+        .map(|(f, _)| f.name)
+        .collect();
+    Ok((month, fresh))
+}
+
 /// Downloads the month (and the tax-regime files) into `opts.dest`.
 pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<DownloadSummary, DownloadError> {
     let started = Instant::now();
     let agent = agent(opts.stall);
-    let (month, mut files) = opts.source.month_files(&agent, &opts.month)?;
-    let mut auth: Vec<Option<String>> = vec![opts.source.authorization(); files.len()];
-    if let Some(tax) = &opts.tax_regime {
-        let extra = tax.files(&agent, "")?;
-        auth.extend(std::iter::repeat_n(tax.authorization(), extra.len()));
-        files.extend(extra);
-    }
+    let (month, files) = listed(&agent, opts)?;
     std::fs::create_dir_all(&opts.dest).map_err(|source| DownloadError::Io { path: opts.dest.clone(), source })?;
-    observer.listed(&month, files.len(), files.iter().map(|f| f.size).sum());
+    observer.listed(&month, files.len(), files.iter().map(|(f, _)| f.size).sum());
 
     let mut manifest = Manifest::load(&opts.dest);
     if manifest.month != month {
@@ -110,12 +137,9 @@ pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<Downl
     }
     let mut summary = DownloadSummary { month: month.clone(), ..Default::default() };
     let mut queue = VecDeque::new();
-    for (file, auth) in files.into_iter().zip(auth) {
-        let done = manifest.files.get(&file.name).is_some_and(|e| {
-            e.size == file.size
-                && e.modified == file.modified
-                && std::fs::metadata(opts.dest.join(&file.name)).is_ok_and(|m| m.len() == file.size)
-        });
+    for (file, auth) in files {
+        let done = recorded(&manifest, &file)
+            && std::fs::metadata(opts.dest.join(&file.name)).is_ok_and(|m| m.len() == file.size);
         if done {
             summary.skipped.push(file.name);
         } else {

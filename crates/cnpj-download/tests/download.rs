@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cnpj_download::{DownloadError, DownloadOptions, Manifest, NoObserver, Source, download};
+use cnpj_download::{DownloadError, DownloadOptions, Manifest, NoObserver, Source, download, unrecorded};
 use sha2::{Digest, Sha256};
 
 const TOKEN: &str = "ShareToken123";
@@ -305,6 +305,26 @@ fn faults_heal_into_verified_identical_files_and_a_second_run_fetches_nothing() 
     assert!(again.downloaded.is_empty(), "{:?}", again.downloaded);
     assert_eq!(again.skipped.len(), 15);
     assert_eq!(server.gets(), gets, "nothing was fetched again");
+}
+
+/// `unrecorded` lists what the source published since a folder was downloaded (a file the
+/// manifest lacks, or one listed with another size), not the zips deleted from the folder since.
+#[test]
+fn unrecorded_files_are_those_the_manifest_lacks_or_lists_otherwise() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("2026-09");
+    let (month, fresh) = unrecorded(&server.options(&dest)).unwrap();
+    assert_eq!((month.as_str(), fresh.len()), (MONTH, 15), "a folder never downloaded: everything");
+    download(&server.options(&dest), &NoObserver).unwrap();
+    assert_eq!(unrecorded(&server.options(&dest)).unwrap(), (MONTH.to_owned(), Vec::new()));
+    std::fs::remove_file(dest.join("Empresas0.zip")).unwrap();
+    assert_eq!(unrecorded(&server.options(&dest)).unwrap().1, Vec::<String>::new(), "a deleted zip is not news");
+    let gets = server.gets();
+    let republished = server.bytes("Cnaes.zip");
+    server.remote.lock().unwrap().months.get_mut(MONTH).unwrap().insert("Simples.zip".into(), republished);
+    assert_eq!(unrecorded(&server.options(&dest)).unwrap().1, ["Simples.zip"]);
+    assert_eq!(server.gets(), gets, "nothing is fetched");
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! `cnpj-etl`: builds a registry dataset from a month of RFB zips and shows its records.
 //!
-//! Exit codes: 0 success; 1 the work failed (build error, CNPJ not found); 2 invalid arguments.
+//! Exit codes (`EXIT_CODES`, also in `--help`): 0 success; 1 the work failed (build error, CNPJ
+//! not found); 2 invalid arguments; 3 the guard refused the month (`build`, `run`); 4 nothing new
+//! (`run`: the dataset already holds the newest month and nothing was published since).
 
 mod progress;
 
@@ -15,7 +17,7 @@ use cnpj_model::{CnpjQuery, Locale};
 use cnpj_store::{Source, Store};
 
 #[derive(Debug, Parser)]
-#[command(name = "cnpj-etl", version, about = "Build and inspect the CNPJ registry dataset")]
+#[command(name = "cnpj-etl", version, about = "Build and inspect the CNPJ registry dataset", after_help = EXIT_CODES)]
 struct Cli {
     /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -71,16 +73,32 @@ enum Command {
         #[command(flatten)]
         source: SourceArgs,
     },
-    /// Download (resuming), build and swap in one go: WORK/<month>/ holds the zips and the build
-    /// report; --db is replaced only by a build that succeeded. The dataset it replaces is the
-    /// previous month of the build (changes, history, guard).
+    /// Download (resuming), build, guard and swap in one go, then publish into Postgres with
+    /// --postgres. WORK/<month>/ holds the zips and the month's report (build-report.json and
+    /// .html, of the build that succeeded; build-report.refused.json and .html when the guard
+    /// refused it); --db is replaced only by a build that succeeded. The dataset it replaces is the
+    /// previous month of the build (changes, history, guard). When --db already holds the month
+    /// and the source published nothing since WORK/<month>/ was downloaded, nothing is built: exit
+    /// code 4 (after publishing --db when the Postgres schema serves another build).
+    #[command(after_help = EXIT_CODES)]
     Run {
+        /// `YYYY-MM`, or `latest` for the newest complete month.
         #[arg(long, default_value = "latest")]
         month: String,
         #[arg(long)]
         work: PathBuf,
+        /// The dataset file to create or replace; with --postgres too: it is the previous month of
+        /// the next build, and tells which month is served.
         #[arg(long)]
         db: PathBuf,
+        #[command(flatten)]
+        pg: PostgresArgs,
+        /// COPY streams (connections) into Postgres at once.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=16))]
+        pg_streams: u8,
+        /// Build the month even when --db already holds it and nothing new was published.
+        #[arg(long)]
+        force: bool,
         /// The memory the build may use (DuckDB, sort buffers, search index), e.g. 500MB, 2GB.
         #[arg(long, default_value = "2GB", value_parser = parse_bytes)]
         memory_limit: u64,
@@ -206,10 +224,17 @@ impl GuardArgs {
 
 /// The exit code of a month the guard refused (`--accept-anomalies` builds it).
 const EXIT_ANOMALIES: u8 = 3;
+/// The exit code of a `run` that found nothing new to build (`--force` builds it again).
+const EXIT_NOTHING_NEW: u8 = 4;
+
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 failure; 2 invalid arguments; 3 the guard refused the month \
+     (build, run; see the report); 4 nothing new (run: --db already holds the newest month and nothing was \
+     published since).";
 
 /// Runs a build with progress bars; a month refused by the guard is reported with its own exit
-/// code (the error is printed here), any other failure is an error.
-fn build(opts: &BuildOptions, quiet: bool) -> anyhow::Result<Result<BuildReport, ExitCode>> {
+/// code (the error is printed here), any other failure is an error. The summary names the report
+/// `shown` (where it ends up).
+fn build(opts: &BuildOptions, quiet: bool, shown: Option<&Path>) -> anyhow::Result<Result<BuildReport, ExitCode>> {
     let observer = progress::Bars::new(quiet);
     let result = cnpj_build::build(opts, &observer);
     observer.clear();
@@ -222,7 +247,7 @@ fn build(opts: &BuildOptions, quiet: bool) -> anyhow::Result<Result<BuildReport,
             let built =
                 result.with_context(|| format!("building {} from {}", opts.db.display(), opts.input.display()))?;
             if !quiet {
-                eprint!("{}", summary_text(&built, opts.report.as_deref()));
+                eprint!("{}", summary_text(&built, shown));
             }
             Ok(Ok(built))
         }
@@ -390,8 +415,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let db = db.unwrap_or_else(|| scratch.as_ref().expect("a scratch folder").path().join("dataset.duckdb"));
             // The build writes the report before it renames the dataset into place.
-            let opts = checks.apply(BuildOptions { memory_limit, report, ..BuildOptions::new(&input, &db) });
-            if let Err(code) = build(&guard.apply(previous, opts), cli.quiet)? {
+            let opts =
+                checks.apply(BuildOptions { memory_limit, report: report.clone(), ..BuildOptions::new(&input, &db) });
+            if let Err(code) = build(&guard.apply(previous, opts), cli.quiet, report.as_deref())? {
                 return Ok(code);
             }
             if pg.postgres.is_some() {
@@ -414,7 +440,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print(&serde_json::to_string_pretty(&summary)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { month, work, db, memory_limit, checks, guard, source } => {
+        Command::Run { month, work, db, pg, pg_streams, force, memory_limit, checks, guard, source } => {
             // Every output is checked before anything is downloaded.
             std::fs::create_dir_all(&work).with_context(|| format!("--work {}: cannot create it", work.display()))?;
             writable(&work.join("build-report.json"), "--work")?;
@@ -422,12 +448,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // Resolve `latest` first, so that a resumed run finds the month's folder again.
             let month = cnpj_download::resolve_month(&source.options(&month, work.clone()))?;
             let month_dir = work.join(&month);
+            if !force
+                && let Some(code) =
+                    nothing_new(&db, &month, &source.options(&month, month_dir.clone()), &pg, pg_streams, cli.quiet)?
+            {
+                return Ok(code);
+            }
             fetch(&source.options(&month, month_dir.clone()), cli.quiet)?;
-            let report = Some(month_dir.join("build-report.json"));
-            let opts = checks.apply(BuildOptions { memory_limit, report, ..BuildOptions::new(&month_dir, &db) });
+            let reports = MonthReports::of(&month_dir);
+            let opts = BuildOptions {
+                memory_limit,
+                report: Some(reports.attempt.clone()),
+                ..BuildOptions::new(&month_dir, &db)
+            };
             // The dataset about to be replaced is the previous month.
             let previous = db.is_file().then(|| db.clone());
-            Ok(build(&guard.apply(previous, opts), cli.quiet)?.err().unwrap_or(ExitCode::SUCCESS))
+            let built = build(&guard.apply(previous, checks.apply(opts)), cli.quiet, Some(&reports.built));
+            reports.settle(&built)?;
+            if let Err(code) = built? {
+                return Ok(code);
+            }
+            if pg.postgres.is_some() {
+                publish(&db, &pg, pg_streams, cli.quiet)?;
+            }
+            // (`--export DIR` of issue 20 goes here: an export of the dataset just swapped in.)
+            Ok(ExitCode::SUCCESS)
         }
         Command::Synth { scale, evolve_from, out, seed, month } => {
             let started = std::time::Instant::now();
@@ -478,6 +523,89 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+    }
+}
+
+/// `run`'s check before any download: when `db` was built from `month` and the source lists no
+/// file that the month folder's manifest does not record as downloaded, the exit code of nothing
+/// new, after publishing `db` into Postgres when the schema serves another build (a run whose
+/// publication failed, or that was rolled back); `None` when there is something to build.
+fn nothing_new(
+    db: &Path,
+    month: &str,
+    download: &cnpj_download::DownloadOptions,
+    pg: &PostgresArgs,
+    streams: u8,
+    quiet: bool,
+) -> anyhow::Result<Option<ExitCode>> {
+    if !db.is_file() {
+        return Ok(None);
+    }
+    let current = cnpj_load::PreviousDataset::read(db).with_context(|| format!("--db {}", db.display()))?;
+    if current.month.as_deref() != Some(month) {
+        return Ok(None);
+    }
+    let (_, unrecorded) = cnpj_download::unrecorded(download)
+        .with_context(|| format!("listing {month} against {}", download.dest.display()))?;
+    if !unrecorded.is_empty() {
+        tracing::info!(month, files = ?unrecorded, "published since the month was downloaded: building it again");
+        return Ok(None);
+    }
+    if let Some(url) = &pg.postgres {
+        let published = cnpj_load::postgres::published_build(url, &pg.schema)
+            .with_context(|| format!("reading the build Postgres schema {} serves", pg.schema))?;
+        if published.as_deref() != Some(current.build_id.as_str()) {
+            if !quiet {
+                eprintln!("{} holds {month} but Postgres schema {} does not: publishing it", db.display(), pg.schema);
+            }
+            publish(db, pg, streams, quiet)?;
+            return Ok(Some(ExitCode::SUCCESS));
+        }
+    }
+    if !quiet {
+        eprintln!(
+            "nothing new: {} already holds {month}, and nothing was published since {} was downloaded",
+            db.display(),
+            download.dest.display()
+        );
+    }
+    Ok(Some(ExitCode::from(EXIT_NOTHING_NEW)))
+}
+
+/// The reports a `run` keeps in a month's folder: the build writes `attempt`, which becomes
+/// `built` when the build succeeded or `refused` when the guard refused it, so that the report of
+/// the month's dataset is only ever replaced by that of a newer dataset of the same month.
+struct MonthReports {
+    attempt: PathBuf,
+    built: PathBuf,
+    refused: PathBuf,
+}
+
+impl MonthReports {
+    fn of(month_dir: &Path) -> MonthReports {
+        MonthReports {
+            attempt: month_dir.join("build-report.attempt.json"),
+            built: month_dir.join("build-report.json"),
+            refused: month_dir.join("build-report.refused.json"),
+        }
+    }
+
+    /// Moves the attempt's report (and its page) where its outcome says; a build that failed
+    /// otherwise leaves none.
+    fn settle(&self, built: &anyhow::Result<Result<BuildReport, ExitCode>>) -> anyhow::Result<()> {
+        let with_page = |report: &Path| [report.to_owned(), cnpj_build::page_path(report)];
+        let to = match built {
+            Ok(Ok(_)) => &self.built,
+            Ok(Err(_)) => &self.refused,
+            Err(_) => {
+                with_page(&self.attempt).iter().for_each(|file| drop(std::fs::remove_file(file)));
+                return Ok(());
+            }
+        };
+        for (from, to) in with_page(&self.attempt).into_iter().zip(with_page(to)) {
+            std::fs::rename(&from, &to).with_context(|| format!("renaming {} to {}", from.display(), to.display()))?;
+        }
+        Ok(())
     }
 }
 

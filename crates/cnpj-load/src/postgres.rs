@@ -275,6 +275,21 @@ fn schema_exists(tx: &mut postgres::Transaction<'_>, name: &str) -> Result<bool,
         .is_some())
 }
 
+/// The `build_id` of the dataset `schema` serves, `None` when there is no such schema (nothing
+/// published yet).
+pub fn published_build(url: &str, schema: &str) -> Result<Option<String>, PublishError> {
+    check_schema_name(schema)?;
+    let mut client = connect(url)?;
+    let mut tx = client.transaction().map_err(pg("reading the published build"))?;
+    if !schema_exists(&mut tx, schema)? {
+        return Ok(None);
+    }
+    let row = tx
+        .query_opt(&format!("SELECT value FROM {schema}.metadata WHERE key = 'build_id'"), &[])
+        .map_err(pg(format!("reading {schema}.metadata")))?;
+    Ok(row.map(|r| r.get(0)))
+}
+
 /// Serves `<schema>_previous` again as `schema`, dropping the dataset it replaces.
 pub fn rollback(url: &str, schema: &str) -> Result<(), PublishError> {
     check_schema_name(schema)?;

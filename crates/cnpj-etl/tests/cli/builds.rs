@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::{build, copy_dir, etl, query, root, sample_dump, show};
+use crate::{Rfb, build, copy_dir, etl, pg_database, query, root, sample_dump, show};
 
 /// rows read = loaded + duplicates + rejected, per file, and the totals add up (the rejects per
 /// reason too).
@@ -304,78 +304,11 @@ fn real_extract_2026_builds_and_reconciles() {
     }
 }
 
-/// A legacy Apache-style file server on loopback for the sample dump: directory listings, HEAD,
-/// GET with Range. Counts the file GETs.
-fn legacy_server(month: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let gets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&gets);
-    let month = month.to_owned();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let mut range = None;
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                    break;
-                }
-                if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
-                    range = v.trim().trim_end_matches('-').parse::<usize>().ok();
-                }
-            }
-            let mut parts = line.split_whitespace();
-            let (method, path) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
-            let root = "/dados/cnpj/dados_abertos_cnpj/";
-            let (status, extra, body): (&str, String, Vec<u8>) = if path == root {
-                (
-                    "200 OK",
-                    String::new(),
-                    format!("<a href=\"../\">up</a><a href=\"{month}/\">{month}/</a>").into_bytes(),
-                )
-            } else if path == format!("{root}{month}/") {
-                let links: String = std::fs::read_dir(sample_dump())
-                    .unwrap()
-                    .map(|e| e.unwrap().file_name().to_string_lossy().replace(' ', "%20"))
-                    .filter(|n| n.ends_with(".zip"))
-                    .map(|n| format!("<a href=\"{n}\">{n}</a>\n"))
-                    .collect();
-                ("200 OK", String::new(), links.into_bytes())
-            } else if let Some(name) = path.strip_prefix(&format!("{root}{month}/")) {
-                let bytes = std::fs::read(sample_dump().join(name.replace("%20", " "))).unwrap_or_default();
-                if method == "GET" {
-                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-                match range {
-                    Some(start) if start < bytes.len() => (
-                        "206 Partial Content",
-                        format!("Content-Range: bytes {start}-{}/{}\r\n", bytes.len() - 1, bytes.len()),
-                        bytes[start..].to_vec(),
-                    ),
-                    _ => ("200 OK", "Last-Modified: Sun, 13 Sep 2026 10:00:00 GMT\r\n".into(), bytes),
-                }
-            } else {
-                ("404 Not Found", String::new(), Vec::new())
-            };
-            let head =
-                format!("HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n{extra}\r\n", body.len());
-            let _ = stream.write_all(head.as_bytes());
-            if method != "HEAD" {
-                let _ = stream.write_all(&body);
-            }
-        }
-    });
-    (format!("http://{addr}"), gets)
-}
-
 #[test]
 fn run_downloads_builds_swaps_and_resumes() {
-    let (base, gets) = legacy_server("2026-09");
+    let rfb = Rfb::start();
+    rfb.publish("2026-09", &sample_dump());
+    let (base, gets) = (rfb.base.clone(), || rfb.gets());
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     let db = dir.path().join("registry.duckdb");
@@ -398,7 +331,7 @@ fn run_downloads_builds_swaps_and_resumes() {
     };
     let out = run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let fetched = gets.load(std::sync::atomic::Ordering::SeqCst);
+    let fetched = gets();
     assert_eq!(fetched, 15);
     let month = work.join("2026-09");
     for kept in ["manifest.json", "build-report.json", "build-report.html"] {
@@ -406,14 +339,18 @@ fn run_downloads_builds_swaps_and_resumes() {
     }
     assert!(show(&db, "pt-br", "11222333000181").contains("EMPRESA EXEMPLO LTDA"));
 
-    // A crash mid-download: one zip lost, a partial file left behind. The next run fetches only it.
+    // A crash mid-download, before any dataset: one zip lost, a partial file left behind. The
+    // next run fetches only them.
+    for ext in ["", ".lookup", ".search"] {
+        std::fs::remove_file(format!("{}{ext}", db.display())).unwrap();
+    }
     std::fs::remove_file(month.join("Socios0.zip")).unwrap();
     let cnaes = std::fs::read(month.join("Cnaes.zip")).unwrap();
     std::fs::remove_file(month.join("Cnaes.zip")).unwrap();
     std::fs::write(month.join("Cnaes.zip.part"), &cnaes[..cnaes.len() / 2]).unwrap();
     let out = run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(gets.load(std::sync::atomic::Ordering::SeqCst), fetched + 2);
+    assert_eq!(gets(), fetched + 2);
     assert_eq!(std::fs::read(month.join("Cnaes.zip")).unwrap(), cnaes);
     assert!(!month.join("Cnaes.zip.part").exists());
     let report: Value = serde_json::from_slice(&std::fs::read(month.join("build-report.json")).unwrap()).unwrap();
@@ -464,22 +401,11 @@ fn a_synthetic_month_builds_with_exactly_the_planted_rejects_and_duplicates() {
     assert!(tables.contains(&("simples".into(), 4900)), "{tables:?}");
 }
 
-/// A new, empty database on the test cluster that `scripts/test` starts; its URL.
-fn pg_database() -> String {
-    let base = std::env::var("CNPJ_TEST_POSTGRES")
-        .expect("CNPJ_TEST_POSTGRES is not set: run the suite with scripts/test, which starts a throwaway Postgres");
-    let name = format!("cli_{}", std::process::id());
-    let mut admin = postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls).unwrap();
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-    format!("{base}/{name}")
-}
-
 /// `build --postgres` publishes into a fresh schema and swaps it in; the replaced one is kept for
 /// `rollback`; a publication that fails leaves the served schema alone and nothing half-built.
 #[test]
 fn postgres_build_swap_rollback_and_failed_publication() {
-    let url = pg_database();
+    let url = pg_database("build");
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let schemas = |c: &mut postgres::Client| -> Vec<String> {
         c.query("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'cnpj%' ORDER BY 1", &[])

@@ -13,17 +13,24 @@
 //! - `changes`: evolved months built with `--previous`: the `changes` table against the planted
 //!   changes, the history, the guard, previous datasets that cannot be compared with.
 //! - `report_page`: the build report's HTML page, its charts measured in headless Chromium.
+//! - `runs`: `run` month after month against a loopback RFB server: publication into Postgres,
+//!   nothing new, the month's reports, failed and refused months.
+//! - `deploy`: the systemd units of `deploy/`, checked by `systemd-analyze`.
 
 mod builds;
 mod changes;
+mod deploy;
 mod evolve;
 mod fuzz;
 mod hardening;
 mod report_page;
+mod runs;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -74,6 +81,18 @@ fn build_in(input: &Path, dir: &Path, extra: &[&str]) -> Built {
     assert!(out.status.success(), "build failed: {}", text(&out));
     let report = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     Built { _dir: None, db, report }
+}
+
+/// A new, empty database on the test cluster that `scripts/test` starts, named for the test
+/// (`tag`) and the process; its URL.
+fn pg_database(tag: &str) -> String {
+    let base = std::env::var("CNPJ_TEST_POSTGRES")
+        .expect("CNPJ_TEST_POSTGRES is not set: run the suite with scripts/test, which starts a throwaway Postgres");
+    let name = format!("cli_{tag}_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&format!("{base}/postgres"), postgres::NoTls).unwrap();
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    format!("{base}/{name}")
 }
 
 /// `show` of a CNPJ in a locale: the record as JSON text.
@@ -133,4 +152,94 @@ fn first_member(path: &Path) -> (String, Vec<u8>) {
 /// Latin-1 bytes of a text (every char below U+0100).
 fn latin1(text: &str) -> Vec<u8> {
     text.chars().map(|c| u8::try_from(u32::from(c)).expect("a Latin-1 char")).collect()
+}
+
+/// A legacy Apache-style RFB file server on loopback: directory listings of the months it
+/// publishes (each a folder of zips; more may be published while it runs), HEAD, GET with Range.
+/// Counts the file GETs.
+struct Rfb {
+    base: String,
+    months: Arc<Mutex<Vec<(String, PathBuf)>>>,
+    gets: Arc<AtomicUsize>,
+}
+
+impl Rfb {
+    fn start() -> Rfb {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let rfb = Rfb { base, months: Arc::default(), gets: Arc::default() };
+        let (months, counter) = (Arc::clone(&rfb.months), Arc::clone(&rfb.gets));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let mut range = None;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
+                        range = v.trim().trim_end_matches('-').parse::<usize>().ok();
+                    }
+                }
+                let mut parts = line.split_whitespace();
+                let (method, path) = (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned());
+                let months = months.lock().unwrap().clone();
+                let root = "/dados/cnpj/dados_abertos_cnpj/";
+                let month_dir = |month: &str| months.iter().find(|(m, _)| m == month).map(|(_, dir)| dir.clone());
+                let (status, extra, body): (&str, String, Vec<u8>) = if path == root {
+                    let links: String = months.iter().map(|(m, _)| format!("<a href=\"{m}/\">{m}/</a>\n")).collect();
+                    ("200 OK", String::new(), format!("<a href=\"../\">up</a>{links}").into_bytes())
+                } else if let Some((month, name)) = path.strip_prefix(root).and_then(|p| p.split_once('/'))
+                    && let Some(dir) = month_dir(month)
+                {
+                    if name.is_empty() {
+                        let links: String = std::fs::read_dir(&dir)
+                            .unwrap()
+                            .map(|e| e.unwrap().file_name().to_string_lossy().replace(' ', "%20"))
+                            .filter(|n| n.ends_with(".zip"))
+                            .map(|n| format!("<a href=\"{n}\">{n}</a>\n"))
+                            .collect();
+                        ("200 OK", String::new(), links.into_bytes())
+                    } else {
+                        let bytes = std::fs::read(dir.join(name.replace("%20", " "))).unwrap_or_default();
+                        if method == "GET" {
+                            counter.fetch_add(1, Ordering::SeqCst);
+                        }
+                        match range {
+                            Some(start) if start < bytes.len() => (
+                                "206 Partial Content",
+                                format!("Content-Range: bytes {start}-{}/{}\r\n", bytes.len() - 1, bytes.len()),
+                                bytes[start..].to_vec(),
+                            ),
+                            _ => ("200 OK", "Last-Modified: Sun, 13 Sep 2026 10:00:00 GMT\r\n".into(), bytes),
+                        }
+                    }
+                } else {
+                    ("404 Not Found", String::new(), Vec::new())
+                };
+                let head =
+                    format!("HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n{extra}\r\n", body.len());
+                let _ = stream.write_all(head.as_bytes());
+                if method != "HEAD" {
+                    let _ = stream.write_all(&body);
+                }
+            }
+        });
+        rfb
+    }
+
+    /// Publishes the zips of `dir` as `month`.
+    fn publish(&self, month: &str, dir: &Path) {
+        self.months.lock().unwrap().push((month.to_owned(), dir.to_owned()));
+    }
+
+    /// The file GETs answered so far.
+    fn gets(&self) -> usize {
+        self.gets.load(Ordering::SeqCst)
+    }
 }
