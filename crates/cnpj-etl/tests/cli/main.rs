@@ -13,12 +13,16 @@
 //! - `changes`: evolved months built with `--previous`: the `changes` table against the planted
 //!   changes, the history, the guard, previous datasets that cannot be compared with.
 //! - `report_page`: the build report's HTML page, its charts measured in headless Chromium.
+//! - `package`: the binaries outside the checkout: the release tarball of `scripts/package`
+//!   unpacked and moved, and the binary copied out as `cargo install` does, run without
+//!   LD_LIBRARY_PATH.
 
 mod builds;
 mod changes;
 mod evolve;
 mod fuzz;
 mod hardening;
+mod package;
 mod report_page;
 
 use std::io::{Read, Write};
