@@ -16,6 +16,9 @@
 //! - `runs`: `run` month after month against a loopback RFB server: publication into Postgres,
 //!   nothing new, the month's reports, failed and refused months.
 //! - `deploy`: the systemd units of `deploy/`, checked by `systemd-analyze`.
+//! - `package`: the binaries outside the checkout: the release tarball of `scripts/package`
+//!   unpacked and moved, and the binary copied out as `cargo install` does, run without
+//!   LD_LIBRARY_PATH.
 
 mod builds;
 mod changes;
@@ -23,6 +26,7 @@ mod deploy;
 mod evolve;
 mod fuzz;
 mod hardening;
+mod package;
 mod report_page;
 mod runs;
 
