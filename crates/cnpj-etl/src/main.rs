@@ -579,6 +579,41 @@ mod tests {
         assert_eq!(parse_bytes(text).map_err(|_| ()), expected, "{text}");
     }
 
+    fn check_source(args: &[&str], source: cnpj_download::Source, tax: cnpj_download::TaxRegime) {
+        let argv = ["cnpj-etl", "download", "--dest", "d", "--base-url", "http://rfb/"].iter().chain(args);
+        let Command::Download { source: given, .. } = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("a download")
+        };
+        let opts = given.options("latest", "d".into());
+        assert_eq!((opts.source, opts.tax_regime), (source, tax), "{args:?}");
+    }
+
+    #[test]
+    fn sources() {
+        use cnpj_download::{Source, TaxRegime};
+        let todays = |prefix: &str, landing: Option<&str>| Source::Nextcloud {
+            base: "http://rfb".into(),
+            token: None,
+            landing: landing.map(str::to_owned),
+            prefix: prefix.into(),
+        };
+        check_source(&[], todays("/Dados/Cadastros/CNPJ", None), TaxRegime::Skip);
+        check_source(&["--prefix", "/"], todays("/", None), TaxRegime::Skip);
+        check_source(&["--landing", "http://x/"], todays("/Dados/Cadastros/CNPJ", Some("http://x/")), TaxRegime::Skip);
+        check_source(&["--with-tax-regime"], todays("/Dados/Cadastros/CNPJ", None), TaxRegime::SameSource);
+        check_source(&["--share-token", "T"], Source::share("http://rfb", "T"), TaxRegime::Skip);
+        check_source(
+            &["--share-token", "T", "--with-tax-regime", "--tax-share-token", "X"],
+            Source::share("http://rfb", "T"),
+            TaxRegime::Other(Source::share("http://rfb", "X")),
+        );
+        check_source(
+            &["--legacy", "--with-tax-regime"],
+            Source::Legacy { base: "http://rfb/dados/cnpj/dados_abertos_cnpj".into() },
+            TaxRegime::Other(Source::Legacy { base: "http://rfb/dados/cnpj/regime_tributario".into() }),
+        );
+    }
+
     #[test]
     fn sizes() {
         check("500MB", Ok(500_000_000));
