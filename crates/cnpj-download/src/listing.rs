@@ -1,6 +1,9 @@
-//! Where a month's files are and how big they are: WebDAV PROPFIND on the Nextcloud public share
-//! (share token as the basic-auth user, empty password), or the legacy Apache directory listing.
+//! Where a month's files are and how big they are: WebDAV PROPFIND on a Nextcloud public share
+//! (share token as the basic-auth user, empty password; the token read from the landing page's
+//! redirect when none is given; the month folders under a path prefix inside the share), or the
+//! legacy Apache directory listing; and where the tax-regime zips are, by walking the listing.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use base64::Engine;
@@ -14,15 +17,33 @@ pub struct RemoteFile {
     pub size: u64,
     /// The listing's modification time, as given (`Last-Modified` form).
     pub modified: String,
+    /// The folder it was listed in, relative to the prefix (`2026-09`, `regime_tributario`).
+    pub folder: String,
 }
 
-/// A source of monthly dumps.
+/// A source of monthly dumps, as configured.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// Nextcloud public share: `{base}/public.php/webdav/` lists, `{base}/public.php/dav/files/{token}/…` serves.
-    Nextcloud { base: String, token: String },
+    /// Nextcloud public share: `{base}/public.php/webdav/{prefix}/` lists, `{base}/public.php/dav/files/{token}/{prefix}/…`
+    /// serves. Without a token, today's is read from `landing` (default `base`): the final URL of
+    /// its redirects (`…/index.php/s/<TOKEN>` or `…/s/<TOKEN>`), or else the first
+    /// `index.php/s/<TOKEN>` in the page's text (a `<meta http-equiv="refresh">` or a link).
+    Nextcloud {
+        base: String,
+        token: Option<String>,
+        landing: Option<String>,
+        /// The folder inside the share that holds the `YYYY-MM/` folders (`/Dados/Cadastros/CNPJ`), `""` for its root.
+        prefix: String,
+    },
     /// Apache listing: `{base}/YYYY-MM/` holds the zips (e.g. `…/dados/cnpj/dados_abertos_cnpj`).
     Legacy { base: String },
+}
+
+impl Source {
+    /// A share at its root, by token.
+    pub fn share(base: impl Into<String>, token: impl Into<String>) -> Source {
+        Source::Nextcloud { base: base.into(), token: Some(token.into()), landing: None, prefix: String::new() }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,78 +56,159 @@ pub enum ListingError {
     NoMonth { month: String, source_url: String },
     #[error("no complete month at {0} (every table of the dump present)")]
     NoCompleteMonth(String),
+    #[error("no month folder (YYYY-MM/) at {url} (is the prefix right? folders there: {folders})")]
+    NoMonths { url: String, folders: String },
+    #[error("no share token at {landing} (it led to {url}, and the page names no index.php/s/<TOKEN>)")]
+    NoToken { landing: String, url: String },
 }
 
 pub(crate) fn agent(stall: Duration) -> ureq::Agent {
-    ureq::AgentBuilder::new().timeout_connect(Duration::from_secs(20)).timeout_read(stall).timeout_write(stall).build()
+    ureq::AgentBuilder::new()
+        .timeout_connect(stall.min(Duration::from_secs(20)))
+        .timeout_read(stall)
+        .timeout_write(stall)
+        .build()
 }
 
+/// A source ready to list: the share's token known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// `prefix` is `""` or `a/b/` (no leading slash, one trailing).
+    Share {
+        base: String,
+        token: String,
+        prefix: String,
+    },
+    Apache {
+        base: String,
+    },
+}
+
+/// What a folder holds: its subfolders and its zips.
+#[derive(Debug, Default)]
+pub(crate) struct Folder {
+    pub folders: Vec<String>,
+    pub files: Vec<RemoteFile>,
+}
+
+/// How deep below the root (the prefix) the tax-regime zips are looked for.
+const TAX_REGIME_DEPTH: usize = 3;
+/// At most this many folders are listed while looking for them.
+const TAX_REGIME_FOLDERS: usize = 64;
+
 impl Source {
-    fn base(&self) -> &str {
+    /// The site to list: the share's token read from the landing page when none is given.
+    pub(crate) fn open(&self, agent: &ureq::Agent) -> Result<Site, ListingError> {
+        Ok(match self {
+            Source::Nextcloud { base, token, landing, prefix } => {
+                let base = base.trim_end_matches('/').to_owned();
+                let token = match token {
+                    Some(token) => token.clone(),
+                    None => {
+                        let token = discover_token(agent, landing.as_deref().unwrap_or(&base))?;
+                        tracing::info!(%token, "share token read from the landing page");
+                        token
+                    }
+                };
+                let prefix: Vec<&str> = prefix.split('/').filter(|s| !s.is_empty()).collect();
+                let prefix = if prefix.is_empty() { String::new() } else { format!("{}/", prefix.join("/")) };
+                Site::Share { base, token, prefix }
+            }
+            Source::Legacy { base } => Site::Apache { base: base.trim_end_matches('/').to_owned() },
+        })
+    }
+}
+
+/// Today's share token: the landing page is fetched with its redirects followed, and the token
+/// read from the final URL (`…/s/<TOKEN>`), or else from the page (`index.php/s/<TOKEN>`).
+fn discover_token(agent: &ureq::Agent, landing: &str) -> Result<String, ListingError> {
+    let http = |e: &dyn std::fmt::Display| ListingError::Http { url: landing.to_owned(), message: e.to_string() };
+    let response = agent.get(landing).call().map_err(|e| http(&e))?;
+    let url = response.get_url().to_owned();
+    let path = url.split(['?', '#']).next().unwrap_or_default();
+    if let Some(token) = token_after(path, "/s/") {
+        return Ok(token);
+    }
+    let page = response.into_string().map_err(|e| http(&e))?;
+    token_after(&page, "index.php/s/").ok_or(ListingError::NoToken { landing: landing.to_owned(), url })
+}
+
+/// The alphanumeric run right after the first `marker` of `text`.
+fn token_after(text: &str, marker: &str) -> Option<String> {
+    let rest = &text[text.find(marker)? + marker.len()..];
+    let token: String = rest.chars().take_while(char::is_ascii_alphanumeric).collect();
+    (!token.is_empty()).then_some(token)
+}
+
+impl Site {
+    /// Where it is, for the manifest and the logs.
+    pub(crate) fn describe(&self) -> String {
         match self {
-            Source::Nextcloud { base, .. } | Source::Legacy { base } => base.trim_end_matches('/'),
+            Site::Share { base, token, prefix } => format!("share {token} at {base}, folder /{prefix}"),
+            Site::Apache { base } => format!("listing {base}/"),
         }
     }
 
-    /// The `Authorization` header a request to this source carries, if any.
+    /// The `Authorization` header a request to this site carries, if any.
     pub(crate) fn authorization(&self) -> Option<String> {
         match self {
-            Source::Nextcloud { token, .. } => {
+            Site::Share { token, .. } => {
                 Some(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{token}:"))))
             }
-            Source::Legacy { .. } => None,
+            Site::Apache { .. } => None,
         }
     }
 
-    /// The months offered, `YYYY-MM`, newest first.
-    pub fn months(&self, agent: &ureq::Agent) -> Result<Vec<String>, ListingError> {
-        let mut months: Vec<String> = match self {
-            Source::Nextcloud { .. } => {
-                let url = format!("{}/public.php/webdav/", self.base());
-                propfind(agent, &url, self.authorization().as_deref())?
-                    .into_iter()
-                    .filter(|e| e.collection)
-                    .filter_map(|e| last_segment(&e.href))
-                    .collect()
+    /// The listing's URL of `folder` (relative to the prefix; `""` for the prefix itself).
+    fn folder_url(&self, folder: &str) -> String {
+        match self {
+            Site::Share { base, prefix, .. } => {
+                format!("{base}/public.php/webdav/{}", encode_path(&join(prefix, folder)))
             }
-            Source::Legacy { .. } => {
-                let url = format!("{}/", self.base());
-                hrefs(&get_text(agent, &url)?).into_iter().filter_map(|h| last_segment(&h)).collect()
-            }
-        };
-        months.retain(|m| is_month(m));
-        months.sort();
-        months.dedup();
-        months.reverse();
-        Ok(months)
+            Site::Apache { base } => format!("{base}/{}", encode_path(&join("", folder))),
+        }
     }
 
-    /// The zips of `folder` (a month, or `""` for the share's root) with their sizes.
-    pub fn files(&self, agent: &ureq::Agent, folder: &str) -> Result<Vec<RemoteFile>, ListingError> {
-        let folder = folder.trim_matches('/');
-        let prefix = if folder.is_empty() { String::new() } else { format!("{folder}/") };
-        let mut files = match self {
-            Source::Nextcloud { token, .. } => {
-                let url = format!("{}/public.php/webdav/{prefix}", self.base());
-                propfind(agent, &url, self.authorization().as_deref())?
-                    .into_iter()
-                    .filter(|e| !e.collection)
-                    .filter_map(|e| {
-                        let name = last_segment(&e.href)?;
-                        Some(RemoteFile {
-                            url: format!("{}/public.php/dav/files/{token}/{prefix}{}", self.base(), encode(&name)),
+    /// The subfolders and zips of `folder` (relative to the prefix; `""` for the prefix itself).
+    pub(crate) fn list(&self, agent: &ureq::Agent, folder: &str) -> Result<Folder, ListingError> {
+        let url = self.folder_url(folder);
+        let here = join("", folder);
+        let mut out = Folder::default();
+        match self {
+            Site::Share { base, token, prefix } => {
+                let own = format!("public.php/webdav/{}", join(prefix, folder));
+                for e in propfind(agent, &url, self.authorization().as_deref())? {
+                    let Some(name) = last_segment(&e.href) else { continue };
+                    let path = decode(e.href.split(['?', '#']).next().unwrap_or_default());
+                    if e.collection {
+                        if !path.trim_end_matches('/').ends_with(own.trim_end_matches('/')) {
+                            out.folders.push(name);
+                        }
+                    } else if let Some(size) = e.size {
+                        out.files.push(RemoteFile {
+                            url: format!(
+                                "{base}/public.php/dav/files/{token}/{}{}",
+                                encode_path(&join(prefix, folder)),
+                                encode(&name)
+                            ),
                             name,
-                            size: e.size?,
+                            size,
                             modified: e.modified,
-                        })
-                    })
-                    .collect::<Vec<_>>()
+                            folder: here.trim_end_matches('/').to_owned(),
+                        });
+                    }
+                }
             }
-            Source::Legacy { .. } => {
-                let url = format!("{}/{prefix}", self.base());
-                let mut files = Vec::new();
+            Site::Apache { .. } => {
                 for href in hrefs(&get_text(agent, &url)?) {
+                    if href.starts_with(['/', '?', '.', '#']) || href.contains("://") {
+                        continue;
+                    }
                     let Some(name) = last_segment(&href) else { continue };
+                    if href.ends_with('/') {
+                        out.folders.push(name);
+                        continue;
+                    }
                     if !name.to_ascii_lowercase().ends_with(".zip") {
                         continue;
                     }
@@ -119,35 +221,109 @@ impl Source {
                         ListingError::Parse { url: file_url.clone(), message: "no Content-Length".into() }
                     })?;
                     let modified = head.header("last-modified").unwrap_or_default().to_owned();
-                    files.push(RemoteFile { name, url: file_url, size, modified });
+                    out.files.push(RemoteFile {
+                        name,
+                        url: file_url,
+                        size,
+                        modified,
+                        folder: here.trim_end_matches('/').to_owned(),
+                    });
                 }
-                files
             }
-        };
-        files.retain(|f| f.name.to_ascii_lowercase().ends_with(".zip"));
-        files.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(files)
+        }
+        out.files.retain(|f| f.name.to_ascii_lowercase().ends_with(".zip"));
+        out.files.sort_by(|a, b| a.name.cmp(&b.name));
+        out.folders.sort();
+        out.folders.dedup();
+        Ok(out)
+    }
+
+    /// The months offered, `YYYY-MM`, newest first (an error when there is none: a wrong prefix).
+    pub(crate) fn months(&self, agent: &ureq::Agent) -> Result<Vec<String>, ListingError> {
+        let root = self.list(agent, "")?;
+        let mut months: Vec<String> = root.folders.iter().filter(|m| is_month(m)).cloned().collect();
+        if months.is_empty() {
+            return Err(ListingError::NoMonths { url: self.folder_url(""), folders: root.folders.join(", ") });
+        }
+        months.reverse();
+        Ok(months)
     }
 
     /// The requested month's files, or (for `latest`) those of the newest month in which every
     /// required table of the dump is present.
-    pub fn month_files(&self, agent: &ureq::Agent, month: &str) -> Result<(String, Vec<RemoteFile>), ListingError> {
+    pub(crate) fn month_files(
+        &self,
+        agent: &ureq::Agent,
+        month: &str,
+    ) -> Result<(String, Vec<RemoteFile>), ListingError> {
         let months = self.months(agent)?;
         if month != "latest" {
             if !months.iter().any(|m| m == month) {
-                return Err(ListingError::NoMonth { month: month.to_owned(), source_url: self.base().to_owned() });
+                return Err(ListingError::NoMonth { month: month.to_owned(), source_url: self.folder_url("") });
             }
-            return Ok((month.to_owned(), self.files(agent, month)?));
+            return Ok((month.to_owned(), self.list(agent, month)?.files));
         }
         for m in months {
-            let files = self.files(agent, &m)?;
+            let files = self.list(agent, &m)?.files;
             if complete(&files) {
                 return Ok((m, files));
             }
             tracing::info!(month = %m, "incomplete month skipped");
         }
-        Err(ListingError::NoCompleteMonth(self.base().to_owned()))
+        Err(ListingError::NoCompleteMonth(self.folder_url("")))
     }
+
+    /// The tax-regime zips (recognised by name: `Lucro Real.zip`, `Imunes e Isentas.zip`, …)
+    /// wherever the listing shows them: breadth-first from the root (the prefix), the month's own
+    /// folder first among each folder's subfolders, down to three levels, other months' folders
+    /// left out; the first zip of a name wins.
+    pub(crate) fn tax_regime_files(&self, agent: &ureq::Agent, month: &str) -> Result<Vec<RemoteFile>, ListingError> {
+        let mut found: BTreeMap<String, RemoteFile> = BTreeMap::new();
+        let mut queue = VecDeque::from([(String::new(), 0)]);
+        let mut listed = 0;
+        while let Some((folder, depth)) = queue.pop_front() {
+            if listed == TAX_REGIME_FOLDERS {
+                tracing::warn!(folder = %folder, "tax-regime search stopped: {TAX_REGIME_FOLDERS} folders listed");
+                break;
+            }
+            listed += 1;
+            let here = match self.list(agent, &folder) {
+                Ok(here) => here,
+                // A subfolder that cannot be listed is left out; the root must be.
+                Err(e) if depth > 0 => {
+                    tracing::warn!(error = %e, "tax-regime search: folder left out");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for file in here.files {
+                if cnpj_model::FileKind::recognise(&file.name, None) == Some(cnpj_model::FileKind::TaxRegime) {
+                    found.entry(file.name.clone()).or_insert(file);
+                }
+            }
+            if depth == TAX_REGIME_DEPTH {
+                continue;
+            }
+            let mut subfolders: Vec<String> = here.folders.into_iter().filter(|f| !is_month(f) || f == month).collect();
+            subfolders.sort_by_key(|f| f != month);
+            for sub in subfolders {
+                let path = if folder.is_empty() { sub } else { format!("{folder}/{sub}") };
+                queue.push_back((path, depth + 1));
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+}
+
+/// `a/` + `b` as `a/b/` (`""` stays `""`).
+fn join(prefix: &str, folder: &str) -> String {
+    let folder = folder.trim_matches('/');
+    if folder.is_empty() { prefix.to_owned() } else { format!("{prefix}{folder}/") }
+}
+
+/// Percent-encodes each segment of a `/`-separated path.
+fn encode_path(path: &str) -> String {
+    path.split('/').map(encode).collect::<Vec<_>>().join("/")
 }
 
 /// Every required kind of file of a dump is among `files`.
@@ -305,6 +481,32 @@ mod tests {
         assert_eq!(last_segment(&entries[1].href).as_deref(), Some("2026-03"));
         assert_eq!(last_segment(&entries[2].href).as_deref(), Some("Lucro Real.zip"));
         assert_eq!((entries[2].size, entries[2].modified.as_str()), (Some(1234), "Sat, 14 Mar 2026 10:00:00 GMT"));
+    }
+
+    fn check_token(text: &str, marker: &str, expected: Option<&str>) {
+        assert_eq!(token_after(text, marker).as_deref(), expected, "{text}");
+    }
+
+    #[test]
+    fn share_tokens() {
+        check_token("/index.php/s/gn672Ad4CF8N6TK", "/s/", Some("gn672Ad4CF8N6TK"));
+        check_token("/s/YggdBLfdninEJX9/", "/s/", Some("YggdBLfdninEJX9"));
+        check_token("/index.php/login", "/s/", None);
+        check_token("/index.php/s/", "/s/", None);
+        check_token(
+            r#"<meta http-equiv="refresh" content="0; url=https://x/index.php/s/Ab12?path=/Dados">"#,
+            "index.php/s/",
+            Some("Ab12"),
+        );
+        check_token("<a href=\"/s/Nope\">", "index.php/s/", None);
+    }
+
+    #[test]
+    fn paths_inside_a_share() {
+        assert_eq!(join("", ""), "");
+        assert_eq!(join("", "/2026-09/"), "2026-09/");
+        assert_eq!(join("Dados/Cadastros/CNPJ/", "2026-09"), "Dados/Cadastros/CNPJ/2026-09/");
+        assert_eq!(encode_path("Dados/Regime Tributário/"), "Dados/Regime%20Tribut%C3%A1rio/");
     }
 
     #[test]

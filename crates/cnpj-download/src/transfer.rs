@@ -1,6 +1,7 @@
-//! Transfers: a pool of 2-4 workers, each file resumed with HTTP Range into `name.part`, retried
-//! with exponential backoff and jitter, checked against the listing's size, verified as a zip, and
-//! only then renamed to its final name and recorded in the manifest.
+//! Transfers: a pool of 2-4 workers under a limit that drops when the server stalls parallel
+//! streams, each file resumed with HTTP Range into `name.part`, retried with exponential backoff
+//! and jitter, checked against the listing's size, verified as a zip, and only then renamed to its
+//! final name and recorded in the manifest.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -13,6 +14,20 @@ use sha2::{Digest, Sha256};
 
 use crate::listing::{ListingError, RemoteFile, Source, agent};
 use crate::manifest::{Manifest, ManifestEntry};
+use crate::throttle::{Parallelism, Throttle};
+
+/// Where the tax-regime zips are looked for (by name, wherever the listing shows them: see
+/// `Site::tax_regime_files`). Those in the month's own folder are fetched in any case, as every
+/// zip of it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TaxRegime {
+    #[default]
+    Skip,
+    /// In the month's own source, under its prefix.
+    SameSource,
+    /// In another source.
+    Other(Source),
+}
 
 #[derive(Clone, Debug)]
 pub struct DownloadOptions {
@@ -21,9 +36,9 @@ pub struct DownloadOptions {
     pub month: String,
     /// The month's folder: the zips, `.part` files and `manifest.json` go here.
     pub dest: PathBuf,
-    /// Also fetch the tax-regime zips from the root of this source.
-    pub tax_regime: Option<Source>,
-    /// Files transferred at once.
+    /// Also fetch the tax-regime zips, found there.
+    pub tax_regime: TaxRegime,
+    /// Files transferred at once, at most (halved after repeated stalls).
     pub parallel: usize,
     /// Failed attempts tolerated per file before it is reported.
     pub retries: u32,
@@ -39,7 +54,7 @@ impl DownloadOptions {
             source,
             month: month.into(),
             dest: dest.into(),
-            tax_regime: None,
+            tax_regime: TaxRegime::Skip,
             parallel: 3,
             retries: 10,
             stall: Duration::from_secs(60),
@@ -51,11 +66,16 @@ impl DownloadOptions {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct DownloadSummary {
     pub month: String,
+    /// Where the month came from (the share's token, its folder).
+    pub source: String,
     pub downloaded: Vec<String>,
     /// Files already complete and verified by an earlier run.
     pub skipped: Vec<String>,
     pub bytes: u64,
     pub seconds: f64,
+    /// The folders the tax-regime zips were found in (relative to the prefix).
+    pub tax_regime_folders: Vec<String>,
+    pub parallelism: Parallelism,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,20 +107,55 @@ fn now() -> u64 {
 /// The month `opts.month` names: itself when it is one the source offers, or the newest complete one
 /// for `latest`.
 pub fn resolve_month(opts: &DownloadOptions) -> Result<String, DownloadError> {
-    Ok(opts.source.month_files(&agent(opts.stall), &opts.month)?.0)
+    let agent = agent(opts.stall);
+    Ok(opts.source.open(&agent)?.month_files(&agent, &opts.month)?.0)
 }
 
 /// A listed file and the authorization to fetch it.
 type Listed = (RemoteFile, Option<String>);
 
-/// The month and its files (and the tax-regime files), as listed.
-fn listed(agent: &ureq::Agent, opts: &DownloadOptions) -> Result<(String, Vec<Listed>), DownloadError> {
-    let (month, files) = opts.source.month_files(agent, &opts.month)?;
-    let mut listed: Vec<Listed> = files.into_iter().map(|f| (f, opts.source.authorization())).collect();
-    if let Some(tax) = &opts.tax_regime {
-        listed.extend(tax.files(agent, "")?.into_iter().map(|f| (f, tax.authorization())));
+/// What the source lists for a month: its files and the tax-regime files, found where the
+/// listing shows them.
+struct Listing {
+    month: String,
+    /// The share the month came from (recorded in the manifest and the summary).
+    source: String,
+    files: Vec<Listed>,
+    tax_regime_folders: Vec<String>,
+}
+
+/// Lists the month and its files (and the tax-regime files).
+fn listed(agent: &ureq::Agent, opts: &DownloadOptions) -> Result<Listing, DownloadError> {
+    let site = opts.source.open(agent)?;
+    let (month, files) = site.month_files(agent, &opts.month)?;
+    let mut files: Vec<Listed> = files.into_iter().map(|f| (f, site.authorization())).collect();
+    let tax_site = match &opts.tax_regime {
+        TaxRegime::Skip => None,
+        TaxRegime::SameSource => Some(site.clone()),
+        TaxRegime::Other(source) => Some(source.open(agent)?),
+    };
+    let mut tax_regime_folders = Vec::new();
+    if let Some(tax_site) = tax_site {
+        let extra: Vec<RemoteFile> = tax_site
+            .tax_regime_files(agent, &month)?
+            .into_iter()
+            .filter(|t| !files.iter().any(|(f, _)| f.name == t.name))
+            .collect();
+        if extra.is_empty() && !files.iter().any(|(f, _)| is_tax_regime(f)) {
+            tracing::warn!(source = %tax_site.describe(), "no tax-regime zip found");
+        }
+        tax_regime_folders = files
+            .iter()
+            .map(|(f, _)| f)
+            .chain(&extra)
+            .filter(|f| is_tax_regime(f))
+            .map(|f| f.folder.clone())
+            .collect();
+        tax_regime_folders.sort();
+        tax_regime_folders.dedup();
+        files.extend(extra.into_iter().map(|f| (f, tax_site.authorization())));
     }
-    Ok((month, listed))
+    Ok(Listing { month, source: site.describe(), files, tax_regime_folders })
 }
 
 /// Whether `manifest` records `file` as downloaded: the size and modification time it was listed with.
@@ -113,7 +168,7 @@ fn recorded(manifest: &Manifest, file: &RemoteFile) -> bool {
 /// published since that folder was downloaded. Nothing is fetched, and the local copies are not
 /// looked at (zips deleted after their build are not news).
 pub fn unrecorded(opts: &DownloadOptions) -> Result<(String, Vec<String>), DownloadError> {
-    let (month, files) = listed(&agent(opts.stall), opts)?;
+    let Listing { month, files, .. } = listed(&agent(opts.stall), opts)?;
     let manifest = Manifest::load(&opts.dest);
     let fresh = files
         .into_iter()
@@ -127,15 +182,19 @@ pub fn unrecorded(opts: &DownloadOptions) -> Result<(String, Vec<String>), Downl
 pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<DownloadSummary, DownloadError> {
     let started = Instant::now();
     let agent = agent(opts.stall);
-    let (month, files) = listed(&agent, opts)?;
+    let Listing { month, source, files, tax_regime_folders } = listed(&agent, opts)?;
     std::fs::create_dir_all(&opts.dest).map_err(|source| DownloadError::Io { path: opts.dest.clone(), source })?;
     observer.listed(&month, files.len(), files.iter().map(|(f, _)| f.size).sum());
 
     let mut manifest = Manifest::load(&opts.dest);
     if manifest.month != month {
-        manifest = Manifest { source: format!("{:?}", opts.source), month: month.clone(), files: Default::default() };
+        manifest = Manifest { source: source.clone(), month: month.clone(), files: Default::default() };
+    } else if manifest.source != source {
+        // A share's token rotates: files complete under the old one are kept by size and date.
+        tracing::info!(before = %manifest.source, now = %source, "the source changed since the last run");
+        manifest.source = source.clone();
     }
-    let mut summary = DownloadSummary { month: month.clone(), ..Default::default() };
+    let mut summary = DownloadSummary { month: month.clone(), source, tax_regime_folders, ..Default::default() };
     let mut queue = VecDeque::new();
     for (file, auth) in files {
         let done = recorded(&manifest, &file)
@@ -146,16 +205,21 @@ pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<Downl
             queue.push_back((file, auth));
         }
     }
+    let parallel = opts.parallel.clamp(1, 8);
+    let throttle = Throttle::new(parallel, opts.stall);
     let queue = Mutex::new(queue);
     let manifest = Mutex::new(manifest);
     let results = Mutex::new(Vec::new());
+    // The workers log to the caller's subscriber.
+    let dispatch = tracing::dispatcher::get_default(Clone::clone);
     std::thread::scope(|scope| {
-        for _ in 0..opts.parallel.clamp(1, 8) {
+        for _ in 0..parallel {
             scope.spawn(|| {
+                let _log = tracing::dispatcher::set_default(&dispatch);
                 loop {
                     let next = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
                     let Some((file, auth)) = next else { break };
-                    let result = fetch_verified(&agent, auth.as_deref(), &file, opts, observer);
+                    let result = fetch_verified(&agent, &throttle, auth.as_deref(), &file, opts, observer);
                     if let Ok(entry) = &result {
                         let mut m = manifest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                         m.files.insert(file.name.clone(), entry.clone());
@@ -181,6 +245,7 @@ pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<Downl
     summary.downloaded.sort();
     summary.skipped.sort();
     summary.seconds = started.elapsed().as_secs_f64();
+    summary.parallelism = throttle.report();
     if failures.is_empty() {
         Ok(summary)
     } else {
@@ -193,6 +258,7 @@ pub fn download(opts: &DownloadOptions, observer: &dyn Observer) -> Result<Downl
 /// is downloaded once more from scratch before it is reported.
 fn fetch_verified(
     agent: &ureq::Agent,
+    throttle: &Throttle,
     auth: Option<&str>,
     file: &RemoteFile,
     opts: &DownloadOptions,
@@ -202,7 +268,7 @@ fn fetch_verified(
     let target = opts.dest.join(&file.name);
     let _ = std::fs::remove_file(&target);
     for round in 0..2 {
-        fetch(agent, auth, file, &part, opts, observer)?;
+        fetch(agent, throttle, auth, file, &part, opts, observer)?;
         match verify(&part) {
             Ok(sha256) => {
                 std::fs::rename(&part, &target).map_err(|e| format!("cannot rename {}: {e}", part.display()))?;
@@ -229,7 +295,28 @@ fn fetch_verified(
 
 enum Attempt {
     Retry(String),
+    /// No byte (or no connection) within the stall timeout: a retry, and a sign of a server
+    /// overwhelmed by parallel streams.
+    Stall(String),
     Fatal(String),
+}
+
+fn is_tax_regime(file: &RemoteFile) -> bool {
+    cnpj_model::FileKind::recognise(&file.name, None) == Some(cnpj_model::FileKind::TaxRegime)
+}
+
+/// An I/O time-out somewhere in the error's chain.
+fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 fn len(path: &Path) -> u64 {
@@ -239,6 +326,7 @@ fn len(path: &Path) -> u64 {
 /// Brings `part` to the listing's size, resuming and retrying.
 fn fetch(
     agent: &ureq::Agent,
+    throttle: &Throttle,
     auth: Option<&str>,
     file: &RemoteFile,
     part: &Path,
@@ -260,10 +348,16 @@ fn fetch(
         if failures > opts.retries {
             return Err(format!("gave up after {failures} failed attempts; last: {last}"));
         }
-        match attempt(agent, auth, file, part, have, observer) {
+        let slot = throttle.acquire();
+        let result = attempt(agent, auth, file, part, have, observer);
+        if let Err(Attempt::Stall(_)) = &result {
+            throttle.stalled(&slot);
+        }
+        drop(slot);
+        match result {
             Ok(()) => {}
             Err(Attempt::Fatal(reason)) => return Err(reason),
-            Err(Attempt::Retry(reason)) => {
+            Err(Attempt::Retry(reason) | Attempt::Stall(reason)) => {
                 failures += 1;
                 tracing::info!(file = %file.name, %reason, failures, "retrying");
                 last = reason;
@@ -316,6 +410,7 @@ fn attempt(
             return Err(Attempt::Retry(format!("HTTP {code}")));
         }
         Err(ureq::Error::Status(code, _)) => return Err(Attempt::Fatal(format!("HTTP {code} for {}", file.url))),
+        Err(ureq::Error::Transport(e)) if timed_out(&e) => return Err(Attempt::Stall(e.to_string())),
         Err(e) => return Err(Attempt::Retry(e.to_string())),
     };
     let (mut out, mut written) = match response.status() {
@@ -353,6 +448,7 @@ fn attempt(
         let n = match body.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
+            Err(e) if timed_out(&e) => return Err(Attempt::Stall(format!("stalled at byte {written}: {e}"))),
             Err(e) => return Err(Attempt::Retry(format!("transfer broke at byte {written}: {e}"))),
         };
         out.write_all(&buf[..n]).map_err(|e| Attempt::Fatal(format!("cannot write {}: {e}", part.display())))?;

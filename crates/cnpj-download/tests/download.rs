@@ -1,15 +1,20 @@
-//! Downloads from an in-process HTTP server on loopback that serves a WebDAV listing (or an Apache
-//! listing) and the project's sample dump, and injects faults: cut connections, stalls, a server
-//! that ignores Range, 416, 5xx bursts, corrupt bytes, a listing whose size disagrees.
+//! Downloads from an in-process HTTP server on loopback that serves a Nextcloud share (a landing
+//! page that redirects to it, WebDAV listings of its folders, the month folders under a prefix or
+//! at its root, the tax-regime zips somewhere in it or in a share of their own) with the project's
+//! sample dump, and injects faults: cut connections, stalls, a server that ignores Range, 416, 5xx
+//! bursts, corrupt bytes, a listing whose size disagrees, a token that rotates, and stalls of every
+//! stream beyond the second.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cnpj_download::{DownloadError, DownloadOptions, Manifest, NoObserver, Source, download, unrecorded};
+use cnpj_download::{
+    DownloadError, DownloadOptions, Manifest, NoObserver, Source, TaxRegime, download, resolve_month, unrecorded,
+};
 use sha2::{Digest, Sha256};
 
 const TOKEN: &str = "ShareToken123";
@@ -35,6 +40,21 @@ struct Remote {
     /// month → file name → bytes
     months: HashMap<String, HashMap<String, Vec<u8>>>,
     tax: HashMap<String, Vec<u8>>,
+    /// The main share's token today: the landing page redirects to it; any other is refused.
+    token: String,
+    /// The main share's folder of the month folders: `""` or `a/b/`.
+    prefix: String,
+    /// Where the tax-regime zips also sit in the main share, relative to the prefix.
+    tax_folder: Option<String>,
+    /// A file request that arrives while more than this many are being answered stalls until the
+    /// client hangs up.
+    stall_above: Option<usize>,
+    in_flight: usize,
+    overload_stalls: usize,
+    /// Waited before each file's body.
+    latency: Duration,
+    /// (file, first byte) of every Range request.
+    ranges: Vec<(String, usize)>,
     /// file name → faults to apply, one per request, in order
     faults: HashMap<String, Vec<Fault>>,
     /// file name → extra bytes the listing claims
@@ -54,7 +74,7 @@ fn sample_dump() -> PathBuf {
 
 impl Server {
     fn start() -> Server {
-        let mut remote = Remote::default();
+        let mut remote = Remote { token: TOKEN.into(), ..Remote::default() };
         let mut month = HashMap::new();
         for entry in std::fs::read_dir(sample_dump()).unwrap() {
             let path = entry.unwrap().path();
@@ -101,10 +121,18 @@ impl Server {
         self.remote.lock().unwrap().gets.values().sum()
     }
 
+    fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The share of today, found from the landing page, its month folders under `prefix`.
+    fn todays(&self, prefix: &str) -> Source {
+        Source::Nextcloud { base: self.base(), token: None, landing: None, prefix: prefix.into() }
+    }
+
     fn options(&self, dest: &Path) -> DownloadOptions {
-        let source = Source::Nextcloud { base: format!("http://{}", self.addr), token: TOKEN.into() };
-        let mut opts = DownloadOptions::new(source, "latest", dest);
-        opts.tax_regime = Some(Source::Nextcloud { base: format!("http://{}", self.addr), token: TAX_TOKEN.into() });
+        let mut opts = DownloadOptions::new(Source::share(self.base(), TOKEN), "latest", dest);
+        opts.tax_regime = TaxRegime::Other(Source::share(self.base(), TAX_TOKEN));
         opts.stall = Duration::from_millis(400);
         opts.backoff = Duration::from_millis(5);
         opts.retries = 6;
@@ -117,20 +145,53 @@ fn encode(name: &str) -> String {
 }
 
 fn decode(path: &str) -> String {
-    path.replace("%20", " ").replace("%24", "$")
+    let mut bytes = Vec::new();
+    let mut rest = path.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        match (b, tail.get(..2).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok())) {
+            (b'%', Some(v)) => {
+                bytes.push(v);
+                rest = &tail[2..];
+            }
+            _ => {
+                bytes.push(b);
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8(bytes).unwrap()
 }
 
-fn multistatus(base: &str, folders: &[&str], files: &[(String, u64)]) -> String {
+fn multistatus(base: &str, folders: &[String], files: &[(String, u64)]) -> String {
     let mut xml = String::from(r#"<?xml version="1.0"?><d:multistatus xmlns:d="DAV:">"#);
     xml.push_str(&format!("<d:response><d:href>{base}</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype></d:prop></d:propstat></d:response>"));
     for f in folders {
-        xml.push_str(&format!("<d:response><d:href>{base}{f}/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype></d:prop></d:propstat></d:response>"));
+        xml.push_str(&format!("<d:response><d:href>{base}{}/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype></d:prop></d:propstat></d:response>", encode(f)));
     }
     for (name, size) in files {
         xml.push_str(&format!("<d:response><d:href>{base}{}</d:href><d:propstat><d:prop><d:resourcetype/><d:getcontentlength>{size}</d:getcontentlength><d:getlastmodified>Sun, 13 Sep 2026 10:00:00 GMT</d:getlastmodified></d:prop></d:propstat></d:response>", encode(name)));
     }
     xml.push_str("</d:multistatus>");
     xml
+}
+
+/// Every file of the share of `token`, by its path in the share (`Dados/Cadastros/CNPJ/2026-09/Cnaes.zip`).
+fn share_files<'a>(r: &'a Remote, token: &str) -> Option<BTreeMap<String, &'a Vec<u8>>> {
+    let mut files = BTreeMap::new();
+    if token == TAX_TOKEN {
+        files.extend(r.tax.iter().map(|(n, b)| (n.clone(), b)));
+    } else if token == r.token {
+        for (month, names) in &r.months {
+            files.extend(names.iter().map(|(n, b)| (format!("{}{month}/{n}", r.prefix), b)));
+        }
+        if let Some(folder) = &r.tax_folder {
+            let folder = if folder.is_empty() { String::new() } else { format!("{folder}/") };
+            files.extend(r.tax.iter().map(|(n, b)| (format!("{}{folder}{n}", r.prefix), b)));
+        }
+    } else {
+        return None;
+    }
+    Some(files)
 }
 
 fn respond(stream: &mut TcpStream, status: &str, headers: &[(&str, String)], body: &[u8]) {
@@ -141,6 +202,15 @@ fn respond(stream: &mut TcpStream, status: &str, headers: &[(&str, String)], bod
     head.push_str("\r\n");
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(body);
+}
+
+/// Counts a file request as being answered until dropped.
+struct InFlight<'a>(&'a Mutex<Remote>);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().in_flight -= 1;
+    }
 }
 
 fn serve(mut stream: TcpStream, remote: &Mutex<Remote>) {
@@ -171,53 +241,83 @@ fn serve(mut stream: TcpStream, remote: &Mutex<Remote>) {
     };
     let auth = headers.get("authorization").cloned().unwrap_or_default();
     let mut r = remote.lock().unwrap();
+    // The landing page redirects to today's share; `/meta` names it in a refresh tag instead.
+    if method == "GET" && (path == "/" || path == "/meta" || path == "/elsewhere" || path.starts_with("/index.php/s/"))
+    {
+        let share = format!("/index.php/s/{}", r.token);
+        return match path.as_str() {
+            "/" => respond(&mut stream, "302 Found", &[("Location", share)], b""),
+            "/meta" => {
+                let page = format!(
+                    r#"<html><meta http-equiv="refresh" content="0; url=http://{}{share}"></html>"#,
+                    headers["host"]
+                );
+                respond(&mut stream, "200 OK", &[], page.as_bytes())
+            }
+            p if p == share => respond(&mut stream, "200 OK", &[], b"<html>the share</html>"),
+            "/elsewhere" => respond(&mut stream, "200 OK", &[], b"<html>maintenance</html>"),
+            _ => respond(&mut stream, "404 Not Found", &[], b""),
+        };
+    }
     if method == "PROPFIND" {
         let share_root = "/public.php/webdav/";
         let Some(folder) = path.strip_prefix(share_root) else {
             return respond(&mut stream, "404 Not Found", &[], b"");
         };
-        let folder = folder.trim_end_matches('/');
-        let xml = if auth == basic(TAX_TOKEN) && folder.is_empty() {
-            multistatus(share_root, &[], &r.tax.iter().map(|(n, b)| (n.clone(), b.len() as u64)).collect::<Vec<_>>())
-        } else if auth != basic(TOKEN) {
+        let mut folder = decode(folder);
+        if !folder.is_empty() && !folder.ends_with('/') {
+            folder.push('/');
+        }
+        let token = [TAX_TOKEN, r.token.as_str()].into_iter().find(|t| auth == basic(t));
+        let Some(files) = token.and_then(|t| share_files(&r, t)) else {
             return respond(&mut stream, "401 Unauthorized", &[], b"");
-        } else if folder.is_empty() {
-            let months: Vec<&str> = r.months.keys().map(String::as_str).collect();
-            multistatus(share_root, &months, &[])
-        } else if let Some(files) = r.months.get(folder) {
-            let listed: Vec<(String, u64)> = files
-                .iter()
-                .map(|(n, b)| (n.clone(), b.len() as u64 + r.listing_extra.get(n).copied().unwrap_or(0)))
-                .collect();
-            multistatus(&format!("{share_root}{folder}/"), &[], &listed)
-        } else {
-            return respond(&mut stream, "404 Not Found", &[], b"");
         };
+        let mut folders = BTreeSet::new();
+        let mut listed = Vec::new();
+        let mut exists = folder.is_empty();
+        for (path, bytes) in files.iter().filter_map(|(p, b)| Some((p.strip_prefix(folder.as_str())?, b))) {
+            exists = true;
+            match path.split_once('/') {
+                Some((sub, _)) => drop(folders.insert(sub.to_owned())),
+                None => {
+                    listed.push((path.to_owned(), bytes.len() as u64 + r.listing_extra.get(path).copied().unwrap_or(0)))
+                }
+            }
+        }
+        if !exists {
+            return respond(&mut stream, "404 Not Found", &[], b"");
+        }
+        let folders: Vec<String> = folders.into_iter().collect();
+        let xml = multistatus(&format!("{share_root}{}", encode(&folder)), &folders, &listed);
         return respond(&mut stream, "207 Multi-Status", &[("Content-Type", "application/xml".into())], xml.as_bytes());
     }
-    // GET /public.php/dav/files/<token>/<month>/<name> or /public.php/dav/files/<token>/<name>
+    // GET /public.php/dav/files/<token>/<path in the share>
     let Some(rest) = path.strip_prefix("/public.php/dav/files/") else {
         return respond(&mut stream, "404 Not Found", &[], b"");
     };
-    let mut segments: Vec<String> = rest.split('/').map(decode).collect();
-    let token = segments.remove(0);
-    if auth != basic(&token) {
+    let (token, file_path) = rest.split_once('/').unwrap_or((rest, ""));
+    if auth != basic(token) {
         return respond(&mut stream, "401 Unauthorized", &[], b"");
     }
-    let name = segments.pop().unwrap_or_default();
-    let bytes = match segments.first() {
-        Some(month) => r.months.get(month).and_then(|m| m.get(&name)).cloned(),
-        None => r.tax.get(&name).cloned(),
-    };
+    let bytes = share_files(&r, token).and_then(|files| files.get(&decode(file_path)).map(|b| (*b).clone()));
     let Some(mut bytes) = bytes else { return respond(&mut stream, "404 Not Found", &[], b"") };
+    let name = decode(file_path.rsplit('/').next().unwrap_or_default());
     *r.gets.entry(name.clone()).or_default() += 1;
     let fault = r.faults.get_mut(&name).and_then(|f| (!f.is_empty()).then(|| f.remove(0)));
     let ignore_range = r.ignore_range.contains(&name);
-    drop(r);
     let range = headers
         .get("range")
         .and_then(|v| v.strip_prefix("bytes="))
         .and_then(|v| v.trim_end_matches('-').parse::<usize>().ok());
+    if let Some(start) = range {
+        r.ranges.push((name.clone(), start));
+    }
+    r.in_flight += 1;
+    let overloaded = r.stall_above.is_some_and(|n| r.in_flight > n);
+    r.overload_stalls += usize::from(overloaded);
+    let latency = r.latency;
+    drop(r);
+    let _in_flight = InFlight(remote);
     match fault {
         Some(Fault::Unavailable) => return respond(&mut stream, "503 Service Unavailable", &[], b""),
         Some(Fault::RangeNotSatisfiable) if range.is_some() => {
@@ -244,6 +344,23 @@ fn serve(mut stream: TcpStream, remote: &Mutex<Remote>) {
     }
     head.push_str("\r\n");
     let _ = stream.write_all(head.as_bytes());
+    std::thread::sleep(latency);
+    if overloaded {
+        // Half the body, then nothing until the client gives up and hangs up.
+        let _ = stream.write_all(&body[..body.len() / 2]);
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut buf = [0u8; 64];
+        while Instant::now() < deadline {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(_) => break,
+            }
+        }
+        return;
+    }
     match fault {
         Some(Fault::Cut(n)) => {
             let _ = stream.write_all(&body[..n.min(body.len())]);
@@ -361,7 +478,7 @@ fn a_connection_that_always_breaks_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = server.options(dir.path());
     opts.retries = 3;
-    opts.tax_regime = None;
+    opts.tax_regime = TaxRegime::Skip;
     let err = download(&opts, &NoObserver).unwrap_err().to_string();
     assert!(err.contains("Motivos.zip") && err.contains("gave up"), "{err}");
     assert!(!dir.path().join("Motivos.zip").exists());
@@ -372,11 +489,171 @@ fn months_latest_complete_and_unknown() {
     let server = Server::start();
     let dir = tempfile::tempdir().unwrap();
     let mut opts = server.options(dir.path());
-    opts.tax_regime = None;
+    opts.tax_regime = TaxRegime::Skip;
     opts.month = "2026-01".into();
     let err = download(&opts, &NoObserver).unwrap_err().to_string();
     assert!(err.contains("no month 2026-01"), "{err}");
     opts.month = "2026-08".into();
     let partial = download(&opts, &NoObserver).unwrap();
     assert_eq!(partial.downloaded, vec!["Cnaes.zip"], "an explicit month is taken as it is");
+}
+
+#[test]
+fn todays_share_is_found_from_the_landing_page() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = server.options(dir.path());
+    // The landing page redirects to index.php/s/<TOKEN>; `/meta` names it in a refresh tag.
+    for landing in [None, Some(format!("{}/meta", server.base()))] {
+        opts.source = Source::Nextcloud { base: server.base(), token: None, landing, prefix: String::new() };
+        assert_eq!(resolve_month(&opts).unwrap(), MONTH);
+    }
+    opts.source = Source::Nextcloud {
+        base: server.base(),
+        token: None,
+        landing: Some(format!("{}/elsewhere", server.base())),
+        prefix: String::new(),
+    };
+    let err = resolve_month(&opts).unwrap_err().to_string();
+    assert!(err.contains("no share token") && err.contains("/elsewhere"), "{err}");
+
+    opts.source = server.todays("");
+    let summary = download(&opts, &NoObserver).unwrap();
+    assert_eq!(summary.downloaded.len(), 15, "{:?}", summary.downloaded);
+    assert!(summary.source.contains(TOKEN), "{}", summary.source);
+    assert!(Manifest::load(dir.path()).source.contains(TOKEN));
+}
+
+#[test]
+fn a_token_that_changes_between_two_runs_is_found_again_and_the_download_resumes() {
+    let server = Server::start();
+    let municipios = server.bytes("Municipios.zip");
+    server.fault("Municipios.zip", &[Fault::Cut(5_000); 3]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = server.options(dir.path());
+    opts.source = server.todays("");
+    opts.retries = 2;
+    let err = download(&opts, &NoObserver).unwrap_err().to_string();
+    assert!(err.contains("Municipios.zip") && err.contains("gave up"), "{err}");
+    let part = std::fs::metadata(dir.path().join("Municipios.zip.part")).unwrap().len();
+    assert!(part > 0 && (part as usize) < municipios.len(), "{part}");
+    assert_eq!(Manifest::load(dir.path()).files.len(), 14);
+    let gets = server.gets();
+
+    // The share is published again under a new token; the old one is refused.
+    server.remote.lock().unwrap().token = "Rotated789".into();
+    let mut stale = server.options(dir.path());
+    stale.tax_regime = TaxRegime::Skip;
+    let err = download(&stale, &NoObserver).unwrap_err().to_string();
+    assert!(err.contains("401"), "a given token is used as it is: {err}");
+
+    let summary = download(&opts, &NoObserver).expect("the new token is found");
+    assert_eq!(summary.downloaded, vec!["Municipios.zip"]);
+    assert_eq!(summary.skipped.len(), 14, "complete files are kept: {:?}", summary.skipped);
+    assert_eq!(server.gets(), gets + 1, "one request: the rest of Municipios.zip");
+    let ranges = server.remote.lock().unwrap().ranges.clone();
+    assert_eq!(ranges.last(), Some(&("Municipios.zip".to_owned(), part as usize)), "{ranges:?}");
+    assert_eq!(std::fs::read(dir.path().join("Municipios.zip")).unwrap(), municipios);
+    assert!(leftovers(dir.path()).is_empty());
+    let manifest = Manifest::load(dir.path());
+    assert!(manifest.source.contains("Rotated789") && summary.source.contains("Rotated789"), "{}", manifest.source);
+    assert_eq!(manifest.files.len(), 15);
+}
+
+#[test]
+fn month_folders_under_a_prefix_and_the_tax_regime_files_wherever_the_listing_shows_them() {
+    // (where the tax-regime zips sit under the prefix, the folder the download finds them in)
+    let layouts = [
+        (Some("regime_tributario"), Some("regime_tributario")),
+        (Some("2026-09/regime_tributario"), Some("2026-09/regime_tributario")),
+        (Some("Regime Tributário/2026-09"), Some("Regime Tributário/2026-09")),
+        (Some(""), Some("")),
+        (Some("2026-09"), Some("2026-09")),
+        // Another month's are not this month's.
+        (Some("2026-08"), None),
+    ];
+    for (placed, found) in layouts {
+        let server = Server::start();
+        {
+            let mut r = server.remote.lock().unwrap();
+            r.prefix = "Dados/Cadastros/CNPJ/".into();
+            r.tax_folder = placed.map(str::to_owned);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = server.options(dir.path());
+        opts.source = server.todays("/Dados/Cadastros/CNPJ");
+        opts.tax_regime = TaxRegime::SameSource;
+        let summary = download(&opts, &NoObserver).unwrap_or_else(|e| panic!("{placed:?}: {e}"));
+        assert_eq!(summary.month, MONTH, "{placed:?}");
+        let tax: Vec<&String> =
+            summary.downloaded.iter().filter(|n| n.starts_with("Lucro") || n.starts_with("Imunes")).collect();
+        let (offered, month) = {
+            let r = server.remote.lock().unwrap();
+            (r.tax.len(), r.months[MONTH].len())
+        };
+        assert_eq!(tax.len(), if found.is_some() { offered } else { 0 }, "{placed:?}: {:?}", summary.downloaded);
+        assert_eq!(summary.downloaded.len(), month + tax.len(), "{placed:?}: {:?}", summary.downloaded);
+        assert_eq!(summary.tax_regime_folders, found.map(|f| vec![f.to_owned()]).unwrap_or_default(), "{placed:?}");
+        for name in &summary.downloaded {
+            assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), server.bytes(name), "{placed:?} {name}");
+        }
+    }
+
+    // Without the prefix, the share's root holds no month: the error says what it holds.
+    let server = Server::start();
+    server.remote.lock().unwrap().prefix = "Dados/Cadastros/CNPJ/".into();
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = server.options(dir.path());
+    opts.source = server.todays("");
+    let err = resolve_month(&opts).unwrap_err().to_string();
+    assert!(err.contains("no month folder") && err.contains("Dados"), "{err}");
+}
+
+/// Log lines written under a test's own subscriber.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_server_that_stalls_more_than_two_streams_gets_two() {
+    let server = Server::start();
+    {
+        let mut r = server.remote.lock().unwrap();
+        r.stall_above = Some(2);
+        r.latency = Duration::from_millis(100);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = server.options(dir.path());
+    opts.parallel = 4;
+    opts.stall = Duration::from_millis(300);
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let summary = tracing::subscriber::with_default(subscriber, || download(&opts, &NoObserver)).expect("completes");
+    assert_eq!(summary.downloaded.len(), 15, "{:?}", summary.downloaded);
+    for name in &summary.downloaded {
+        assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), server.bytes(name), "{name}");
+    }
+    let p = &summary.parallelism;
+    assert_eq!(p.started, 4);
+    assert!(p.ended <= 2 && p.stalls >= 2, "{p:?}");
+    assert_eq!((p.drops[0].from, p.drops[0].to), (4, 2), "{p:?}");
+    let stalls_served = server.remote.lock().unwrap().overload_stalls;
+    assert_eq!(p.stalls, stalls_served, "every stall the server made was seen as one");
+    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("WARN") && logs.contains("server stalls parallel streams: dropping to 2 transfers"),
+        "{logs}"
+    );
+    let json = serde_json::to_value(&summary).unwrap();
+    assert_eq!(json["parallelism"]["drops"][0]["to"], 2, "{json}");
 }

@@ -304,43 +304,64 @@ struct SourceArgs {
     /// The RFB file server.
     #[arg(long, env = "CNPJ_RFB_BASE_URL", default_value = "https://arquivos.receitafederal.gov.br")]
     base_url: String,
-    /// The Nextcloud public share of the monthly dumps.
-    #[arg(long, env = "CNPJ_RFB_SHARE_TOKEN", default_value = "YggdBLfdninEJX9")]
-    share_token: String,
+    /// The Nextcloud public share of the monthly dumps; without it, today's is read from --landing.
+    #[arg(long, env = "CNPJ_RFB_SHARE_TOKEN")]
+    share_token: Option<String>,
+    /// The page that redirects to today's share (…/index.php/s/TOKEN); default: --base-url.
+    #[arg(long, env = "CNPJ_RFB_LANDING")]
+    landing: Option<String>,
+    /// The folder inside the share that holds the YYYY-MM/ folders; default: /Dados/Cadastros/CNPJ
+    /// for a share found from --landing (today's layout), the share's root for a --share-token.
+    #[arg(long, env = "CNPJ_RFB_PREFIX")]
+    prefix: Option<String>,
     /// Use the legacy Apache listing ({base}/dados/cnpj/dados_abertos_cnpj/YYYY-MM/) instead of the share.
     #[arg(long)]
     legacy: bool,
-    /// Also download the tax-regime zips.
+    /// Also download the tax-regime zips, found by name wherever the share's listing shows them
+    /// (with --legacy: in {base}/dados/cnpj/regime_tributario/).
     #[arg(long)]
     with_tax_regime: bool,
-    /// The share of the tax-regime files; without it, the legacy path {base}/dados/cnpj/regime_tributario/.
+    /// Look for the tax-regime zips in this share instead.
     #[arg(long, env = "CNPJ_RFB_TAX_SHARE_TOKEN")]
     tax_share_token: Option<String>,
-    /// Files transferred at once.
+    /// Files transferred at once, at most: halved after repeated stalls.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=8))]
     parallel: u8,
     /// Failed attempts tolerated per file.
     #[arg(long, default_value_t = 10)]
     retries: u32,
-    /// Seconds without a byte before a transfer is dropped and resumed.
+    /// Seconds without a byte before a transfer is dropped and resumed (a stall).
     #[arg(long, default_value_t = 60)]
     stall_seconds: u64,
 }
 
+/// Where today's share (found from the landing page) keeps the month folders.
+const TODAYS_PREFIX: &str = "/Dados/Cadastros/CNPJ";
+
 impl SourceArgs {
     fn options(&self, month: &str, dest: PathBuf) -> cnpj_download::DownloadOptions {
-        use cnpj_download::Source;
+        use cnpj_download::{Source, TaxRegime};
         let base = self.base_url.trim_end_matches('/').to_owned();
         let source = if self.legacy {
             Source::Legacy { base: format!("{base}/dados/cnpj/dados_abertos_cnpj") }
         } else {
-            Source::Nextcloud { base: base.clone(), token: self.share_token.clone() }
+            let default_prefix = if self.share_token.is_some() { "" } else { TODAYS_PREFIX };
+            Source::Nextcloud {
+                base: base.clone(),
+                token: self.share_token.clone(),
+                landing: self.landing.clone(),
+                prefix: self.prefix.clone().unwrap_or_else(|| default_prefix.to_owned()),
+            }
         };
         let mut opts = cnpj_download::DownloadOptions::new(source, month, dest);
-        opts.tax_regime = self.with_tax_regime.then(|| match &self.tax_share_token {
-            Some(token) => Source::Nextcloud { base: base.clone(), token: token.clone() },
-            None => Source::Legacy { base: format!("{base}/dados/cnpj/regime_tributario") },
-        });
+        opts.tax_regime = match (&self.tax_share_token, self.with_tax_regime, self.legacy) {
+            (_, false, _) => TaxRegime::Skip,
+            (Some(token), true, _) => TaxRegime::Other(Source::share(base.clone(), token.clone())),
+            (None, true, false) => TaxRegime::SameSource,
+            (None, true, true) => {
+                TaxRegime::Other(Source::Legacy { base: format!("{base}/dados/cnpj/regime_tributario") })
+            }
+        };
         opts.parallel = usize::from(self.parallel);
         opts.retries = self.retries;
         opts.stall = std::time::Duration::from_secs(self.stall_seconds.max(1));
@@ -662,13 +683,18 @@ fn fetch(opts: &cnpj_download::DownloadOptions, quiet: bool) -> anyhow::Result<c
     let summary = result.with_context(|| format!("downloading into {}", opts.dest.display()))?;
     if !quiet {
         eprintln!(
-            "month {}: {} downloaded ({} bytes), {} already complete, {:.1} s",
+            "month {} from {}: {} downloaded ({} bytes), {} already complete, {:.1} s",
             summary.month,
+            summary.source,
             summary.downloaded.len(),
             summary.bytes,
             summary.skipped.len(),
             summary.seconds
         );
+        let p = &summary.parallelism;
+        if p.ended < p.started {
+            eprintln!("  the server stalled parallel streams: {} transfers at once, then {}", p.started, p.ended);
+        }
     }
     Ok(summary)
 }
@@ -679,6 +705,41 @@ mod tests {
 
     fn check(text: &str, expected: Result<u64, ()>) {
         assert_eq!(parse_bytes(text).map_err(|_| ()), expected, "{text}");
+    }
+
+    fn check_source(args: &[&str], source: cnpj_download::Source, tax: cnpj_download::TaxRegime) {
+        let argv = ["cnpj-etl", "download", "--dest", "d", "--base-url", "http://rfb/"].iter().chain(args);
+        let Command::Download { source: given, .. } = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("a download")
+        };
+        let opts = given.options("latest", "d".into());
+        assert_eq!((opts.source, opts.tax_regime), (source, tax), "{args:?}");
+    }
+
+    #[test]
+    fn sources() {
+        use cnpj_download::{Source, TaxRegime};
+        let todays = |prefix: &str, landing: Option<&str>| Source::Nextcloud {
+            base: "http://rfb".into(),
+            token: None,
+            landing: landing.map(str::to_owned),
+            prefix: prefix.into(),
+        };
+        check_source(&[], todays("/Dados/Cadastros/CNPJ", None), TaxRegime::Skip);
+        check_source(&["--prefix", "/"], todays("/", None), TaxRegime::Skip);
+        check_source(&["--landing", "http://x/"], todays("/Dados/Cadastros/CNPJ", Some("http://x/")), TaxRegime::Skip);
+        check_source(&["--with-tax-regime"], todays("/Dados/Cadastros/CNPJ", None), TaxRegime::SameSource);
+        check_source(&["--share-token", "T"], Source::share("http://rfb", "T"), TaxRegime::Skip);
+        check_source(
+            &["--share-token", "T", "--with-tax-regime", "--tax-share-token", "X"],
+            Source::share("http://rfb", "T"),
+            TaxRegime::Other(Source::share("http://rfb", "X")),
+        );
+        check_source(
+            &["--legacy", "--with-tax-regime"],
+            Source::Legacy { base: "http://rfb/dados/cnpj/dados_abertos_cnpj".into() },
+            TaxRegime::Other(Source::Legacy { base: "http://rfb/dados/cnpj/regime_tributario".into() }),
+        );
     }
 
     #[test]
