@@ -1,6 +1,7 @@
 //! `cnpj-api`: serves a registry dataset over HTTP (spec + contract §3-§7), and the operator's
 //! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
 
+mod docs;
 mod error;
 mod limits;
 mod params;

@@ -17,6 +17,7 @@ use cnpj_model::CnpjQuery;
 use cnpj_store::Store;
 use serde_json::{Value, json};
 
+use crate::docs;
 use crate::error::ApiError;
 use crate::limits::{BatchCache, RateLimiter};
 use crate::params::{self, Params};
@@ -97,6 +98,8 @@ pub fn router(state: Shared, body_timeout: Duration) -> Router {
         .route_layer(authenticate())
         .route("/healthz", get(healthz).fallback(not_allowed("GET")))
         .route("/api/v1/openapi.json", get(openapi).fallback(not_allowed("GET")))
+        .route("/docs", get(docs::page).fallback(not_allowed("GET")))
+        .route("/docs/{file}", get(docs::asset).fallback(not_allowed("GET")))
         .route_layer(middleware::from_fn_with_state("GET", only_method));
     let posts = Router::new()
         .route("/api/v1/companies/batch", post(batch).fallback(not_allowed("POST")))

@@ -2,9 +2,11 @@
 //! built from the project's sample dump, with a real SQLite accounts store, called over HTTP; and
 //! the same over Postgres (the throwaway cluster that `scripts/test` starts): byte-for-byte parity
 //! with DuckDB, replicas sharing credits and the rate limit, publication swaps. Module `changes`:
-//! month over month, over the sample dump and its next month.
+//! month over month, over the sample dump and its next month. Module `docs`: the API reference
+//! page in headless Chromium.
 
 mod changes;
+mod docs;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -169,7 +171,11 @@ fn parse_reply(raw: &[u8]) -> Reply {
         body = dechunk(&body);
     }
     let raw = body;
-    let body = if raw.is_empty() { Value::Null } else { serde_json::from_slice(&raw).expect("a JSON body") };
+    // Every answer is JSON but the API reference page's (`docs`: its HTML, scripts and styles).
+    let content_type = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.as_str());
+    let not_json = content_type.is_some_and(|t| t.starts_with("text/"));
+    let body =
+        if raw.is_empty() || not_json { Value::Null } else { serde_json::from_slice(&raw).expect("a JSON body") };
     Reply { status, headers, body, raw }
 }
 

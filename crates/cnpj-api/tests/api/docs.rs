@@ -1,0 +1,218 @@
+//! The API reference page (`GET /docs`) in a real browser: headless Chromium driven through
+//! chromedriver (Debian's `chromium` and `chromium-driver`; `.ci/run` installs them) by WebDriver.
+//! Every operation of the served OpenAPI document is listed on the page, and a request made with
+//! the page's own "Authorize" and "Try it out" reaches the server (and is charged); the page and
+//! its assets are served without a token, without charge, from this origin only.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::{Server, get, request};
+
+/// chromedriver on a free loopback port, stopped when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let mut child = Command::new("chromedriver")
+            .arg("--port=0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (Debian: apt-get install chromium-driver; .ci/run installs it)");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let port = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.split("started successfully on port ").nth(1).map(|p| p.trim_end_matches('.').to_owned()))
+            .expect("chromedriver prints its port");
+        // Keep reading its output, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Driver { child, url: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// A new headless Chromium session, with a profile of its own and no network but loopback's.
+    async fn session(&self, profile: &std::path::Path) -> Client {
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--window-size=1280,2000",
+        ];
+        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        args.push(format!("--user-data-dir={}", profile.display()));
+        let caps = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
+            "goog:loggingPrefs": {"browser": "ALL"},
+        });
+        let Value::Object(caps) = caps else { unreachable!("an object literal") };
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        ClientBuilder::new(connector).capabilities(caps).connect(&self.url).await.expect("a Chromium session")
+    }
+}
+
+impl Driver {
+    /// What the browser logged (chromedriver's log endpoint): console messages, CSP refusals, failed loads.
+    fn browser_log(&self, session: &str) -> Value {
+        let addr = self.url.trim_start_matches("http://");
+        let body = json!({"type": "browser"}).to_string();
+        let reply = request(addr, "POST", &format!("/session/{session}/se/log"), None, Some(body.as_bytes()));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.body["value"].clone()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The (method, path) of every operation of an OpenAPI document, in its order.
+fn operations(doc: &Value) -> Vec<(String, String)> {
+    let paths = doc["paths"].as_object().unwrap();
+    paths.iter().flat_map(|(path, item)| item.as_object().unwrap().keys().map(|m| (m.clone(), path.clone()))).collect()
+}
+
+/// Waits up to 30 s for an element.
+async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
+    let wait = client.wait().at_most(Duration::from_secs(30));
+    wait.for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"))
+}
+
+#[test]
+fn the_docs_page_lists_every_operation_and_tries_one() {
+    let s = Server::start(&[]);
+    let token = s.user("rui", 10);
+    // Not the document's example, which the page fills in: the test types its own.
+    let cnpj = "44555666000181";
+    // What the try-it request must show, read with another user's token.
+    let checker = s.user("sol", 10);
+    let expected = get(&s, &format!("/api/v1/companies/{cnpj}"), &checker);
+    assert_eq!(expected.status, 200);
+    let name = expected.body["data"]["razao_social"].as_str().unwrap().to_owned();
+    let doc = request(&s.addr, "GET", "/api/v1/openapi.json", None, None).body;
+
+    // The page and its assets: no token, the right types, versioned assets cached for good.
+    let page = request(&s.addr, "GET", "/docs", None, None);
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    let csp = page.header("content-security-policy").expect("a Content-Security-Policy");
+    assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"), "{csp}");
+    let html = String::from_utf8(page.raw.clone()).unwrap();
+    let version = include_str!("../../assets/swagger-ui/VERSION").trim();
+    let assets = [
+        (format!("/docs/swagger-ui-bundle-{version}.js"), "text/javascript; charset=utf-8", "immutable"),
+        (format!("/docs/swagger-ui-{version}.css"), "text/css; charset=utf-8", "immutable"),
+        ("/docs/docs.js".to_owned(), "text/javascript; charset=utf-8", "no-cache"),
+    ];
+    for (asset, content_type, cache) in &assets {
+        assert!(html.contains(&format!("\"{asset}\"")), "the page names {asset}:\n{html}");
+        let r = request(&s.addr, "GET", asset, None, None);
+        assert_eq!((r.status, r.header("content-type")), (200, Some(*content_type)), "{asset}");
+        assert!(r.header("cache-control").unwrap().contains(cache), "{asset}: {:?}", r.header("cache-control"));
+        assert!(r.raw.len() > 100, "{asset}");
+    }
+    let documented = &doc["paths"]["/docs/{file}"]["get"]["parameters"][0]["schema"]["enum"];
+    let names: Vec<&str> = assets.iter().map(|a| a.0.trim_start_matches("/docs/")).collect();
+    assert_eq!(documented, &json!(names), "the document names the assets the page uses");
+    let vendored = include_bytes!("../../assets/swagger-ui/swagger-ui-bundle.js");
+    let bundle = request(&s.addr, "GET", &format!("/docs/swagger-ui-bundle-{version}.js"), None, None);
+    assert!(bundle.raw == vendored, "the vendored bundle, byte for byte");
+    let unknown = request(&s.addr, "GET", "/docs/swagger-ui-bundle-0.0.0.js", None, None);
+    assert_eq!((unknown.status, unknown.body["message"].as_str()), (404, Some("Not found.")));
+    let head = request(&s.addr, "HEAD", "/docs", None, None);
+    assert_eq!((head.status, head.header("allow")), (405, Some("GET")));
+
+    let profile = tempfile::tempdir().unwrap();
+    let driver = Driver::start();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = driver.session(profile.path()).await;
+        let base = format!("http://{}", s.addr);
+        client.goto(&format!("{base}/docs")).await.unwrap();
+
+        // Every operation of the served document is listed, and nothing else.
+        element(&client, ".opblock [data-path]").await;
+        let listed = client
+            .execute(
+                "return [...document.querySelectorAll('.opblock')].map(b => [
+                    b.querySelector('.opblock-summary-method').textContent.toLowerCase(),
+                    b.querySelector('[data-path]').dataset.path])",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let listed: Vec<(String, String)> = serde_json::from_value(listed).unwrap();
+        let mut wanted = operations(&doc);
+        assert!(wanted.len() >= 9, "{wanted:?}");
+        let mut got = listed;
+        got.sort();
+        wanted.sort();
+        assert_eq!(got, wanted, "the operations listed on the page");
+        assert_eq!(s.credits("rui"), (10, 0), "the page costs nothing");
+
+        // Authorize with the token, as a user would paste it.
+        element(&client, ".auth-wrapper button.authorize").await.click().await.unwrap();
+        element(&client, ".modal-ux .auth-container input").await.send_keys(&token).await.unwrap();
+        element(&client, ".modal-ux .auth-btn-wrapper button.authorize").await.click().await.unwrap();
+        element(&client, ".modal-ux .auth-btn-wrapper button.btn-done").await.click().await.unwrap();
+
+        // Open the detail operation, try it out with a CNPJ of the sample, execute.
+        let operation = "#operations-default-getCompany";
+        element(&client, &format!("{operation} .opblock-summary-control")).await.click().await.unwrap();
+        element(&client, &format!("{operation} button.try-out__btn")).await.click().await.unwrap();
+        let input = format!("{operation} tr[data-param-name=cnpj][data-param-in=path] input");
+        let input = element(&client, &input).await;
+        input.clear().await.unwrap();
+        input.send_keys(cnpj).await.unwrap();
+        element(&client, &format!("{operation} button.execute")).await.click().await.unwrap();
+
+        // The live response: the request URL, status 200, the record's data.
+        let status =
+            element(&client, &format!("{operation} .live-responses-table tr.response .response-col_status")).await;
+        assert_eq!(status.text().await.unwrap().trim(), "200");
+        let url = element(&client, &format!("{operation} .request-url pre")).await.text().await.unwrap();
+        // (The page sends the locale's default, listed in the document.)
+        assert_eq!(url.trim(), format!("{base}/api/v1/companies/{cnpj}?locale=pt-br"));
+        let body =
+            element(&client, &format!("{operation} .live-responses-table tr.response .response-col_description"))
+                .await
+                .text()
+                .await
+                .unwrap();
+        assert!(body.contains(&format!("\"razao_social\": \"{name}\"")), "{body}");
+        assert!(body.contains("x-ratelimit-remaining: 99"), "the server's own headers: {body}");
+
+        // Nothing was fetched from elsewhere, and the browser logged no error (a request or a
+        // style the Content-Security-Policy refused would be one).
+        let fetched =
+            client.execute("return performance.getEntriesByType('resource').map(e => e.name)", vec![]).await.unwrap();
+        let fetched: Vec<String> = serde_json::from_value(fetched).unwrap();
+        assert!(fetched.iter().any(|u| *u == format!("{base}/api/v1/companies/{cnpj}?locale=pt-br")), "{fetched:?}");
+        assert!(fetched.iter().all(|u| u.starts_with(&format!("{base}/"))), "{fetched:?}");
+        let session = client.session_id().await.unwrap().unwrap();
+        let log = driver.browser_log(&session);
+        let problems: Vec<&Value> = log.as_array().unwrap().iter().filter(|e| e["level"] != "INFO").collect();
+        assert!(problems.is_empty(), "the browser logged: {problems:#?}");
+        client.close().await.unwrap();
+    });
+    // The server answered the page's request and charged it, like any other.
+    assert_eq!(s.credits("rui"), (9, 1), "the try-it request was served and charged");
+}
