@@ -144,13 +144,8 @@ fn listed(agent: &ureq::Agent, opts: &DownloadOptions) -> Result<Listing, Downlo
         if extra.is_empty() && !files.iter().any(|(f, _)| is_tax_regime(f)) {
             tracing::warn!(source = %tax_site.describe(), "no tax-regime zip found");
         }
-        tax_regime_folders = files
-            .iter()
-            .map(|(f, _)| f)
-            .chain(&extra)
-            .filter(|f| is_tax_regime(f))
-            .map(|f| f.folder.clone())
-            .collect();
+        tax_regime_folders =
+            files.iter().map(|(f, _)| f).chain(&extra).filter(|f| is_tax_regime(f)).map(|f| f.folder.clone()).collect();
         tax_regime_folders.sort();
         tax_regime_folders.dedup();
         files.extend(extra.into_iter().map(|f| (f, tax_site.authorization())));
