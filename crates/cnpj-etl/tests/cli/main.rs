@@ -2,6 +2,7 @@
 //! gotcha), of the real RFB extract in `../shared` (when present) and of altered or mutated months,
 //! into real DuckDB files, checked through `show`, the build report and the dataset's own tables.
 //!
+//! - `analysts`: the views of `sql/duckdb/views.sql`, and README.md's example queries run on them.
 //! - `builds`: the sample dump, the real extract and synthetic months, `show`, `run`, Postgres,
 //!   the lookup file and the search index against SQL.
 //! - `changes`: month over month: evolved synthetic months built with `--previous` against their
@@ -14,6 +15,7 @@
 //!   changes, the history, the guard, previous datasets that cannot be compared with.
 //! - `report_page`: the build report's HTML page, its charts measured in headless Chromium.
 
+mod analysts;
 mod builds;
 mod changes;
 mod evolve;
