@@ -10,6 +10,23 @@
 -- Secondary CNAEs are labelled in list order through a map of the locale's CNAE labels (one
 -- row, cross-joined); the other labels are equality joins on the small `labels` table.
 
+CREATE MACRO companies_in(lang) AS TABLE
+SELECT
+    c.cnpj_basico, c.razao_social,
+    c.natureza_juridica, nj.descricao AS natureza_juridica_descricao,
+    c.qualificacao_responsavel, qr.descricao AS qualificacao_responsavel_descricao,
+    c.capital_social,
+    c.porte_empresa, pe.descricao AS porte_empresa_descricao,
+    c.ente_federativo_responsavel
+FROM empresas c
+LEFT JOIN labels nj ON nj.tabela = 'naturezas' AND nj.locale = lang AND nj.codigo = c.natureza_juridica
+LEFT JOIN labels qr ON qr.tabela = 'qualificacoes' AND qr.locale = lang AND qr.codigo = c.qualificacao_responsavel
+LEFT JOIN labels pe ON pe.tabela = 'porte_empresa' AND pe.locale = lang AND pe.codigo = c.porte_empresa;
+
+CREATE VIEW companies_pt_br AS SELECT * FROM companies_in('pt-br');
+CREATE VIEW companies_en AS SELECT * FROM companies_in('en');
+CREATE VIEW companies_es AS SELECT * FROM companies_in('es');
+
 CREATE MACRO establishments_in(lang) AS TABLE
 WITH cnaes AS (
     SELECT map(list(codigo), list(descricao)) AS label FROM labels WHERE tabela = 'cnaes' AND locale = lang

@@ -122,6 +122,28 @@ enum Command {
         #[command(flatten)]
         pg: PostgresArgs,
     },
+    /// Export a built dataset for other engines: Parquet or CSV, one folder per table (companies,
+    /// establishments and partners with labels in --locale, simples, tax_regimes, changes when
+    /// present), a _manifest.json; the search filters select establishments and their companies.
+    Export {
+        #[arg(long)]
+        db: PathBuf,
+        /// The folder to write (created; an existing one must be empty).
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, value_enum)]
+        format: ExportFormatArg,
+        #[arg(long, default_value = "pt-br")]
+        locale: Locale,
+        /// Hive-style partitions by state (uf=SP/) of the tables that have one.
+        #[arg(long, value_parser = ["uf"])]
+        partition_by: Option<String>,
+        /// DuckDB's memory limit while exporting (it spills to a folder beside --out past it).
+        #[arg(long, default_value = "1GB", value_parser = parse_bytes)]
+        memory_limit: u64,
+        #[command(flatten)]
+        filters: FilterArgs,
+    },
     /// Print the detail record of a CNPJ (14 characters, or 8 for the head office) as JSON.
     Show {
         #[arg(long, required_unless_present = "postgres")]
@@ -133,6 +155,110 @@ enum Command {
         /// The CNPJ, masked or not.
         cnpj: String,
     },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ExportFormatArg {
+    Parquet,
+    Csv,
+}
+
+/// The search filters of contract §5, with the API's names and validation.
+#[derive(Debug, clap::Args)]
+struct FilterArgs {
+    /// 14 characters: that establishment; 8: every establishment of the company.
+    #[arg(long, value_parser = CnpjQuery::parse)]
+    cnpj: Option<CnpjQuery>,
+    /// Main CNAE (7 digits, masks allowed: 4751-2/01).
+    #[arg(long, value_parser = |t: &str| code(t, 6, 7))]
+    business_sector: Option<String>,
+    /// RFB municipality code (4 digits).
+    #[arg(long, value_parser = |t: &str| code(t, 1, 4))]
+    city_id: Option<String>,
+    /// City name (case- and accent-insensitive equality); --city-id wins.
+    #[arg(long, value_parser = non_blank)]
+    city: Option<String>,
+    /// Two-letter state (UF).
+    #[arg(long, value_parser = state)]
+    state: Option<String>,
+    /// Company size code (00, 01, 03, 05).
+    #[arg(long, value_parser = |t: &str| code(t, 1, 2))]
+    company_size: Option<String>,
+    /// Opening date from (YYYY-MM-DD, inclusive).
+    #[arg(long, value_parser = date)]
+    opening_date_from: Option<String>,
+    /// Opening date to (YYYY-MM-DD, inclusive).
+    #[arg(long, value_parser = date)]
+    opening_date_to: Option<String>,
+    /// Substring of nome fantasia or razão social (case- and accent-insensitive).
+    #[arg(long, value_parser = non_blank)]
+    trading_name: Option<String>,
+    /// Substring of the neighbourhood (case- and accent-insensitive).
+    #[arg(long, value_parser = non_blank)]
+    neighborhood: Option<String>,
+    /// CEP prefix (1 to 8 digits).
+    #[arg(long, value_parser = zip_code)]
+    zip_code: Option<String>,
+    /// Legal nature code (4 digits).
+    #[arg(long, value_parser = |t: &str| code(t, 3, 4))]
+    nature_code: Option<String>,
+    /// Registration status code (2 digits).
+    #[arg(long, value_parser = |t: &str| code(t, 1, 2))]
+    situacao_cadastral: Option<String>,
+}
+
+impl FilterArgs {
+    fn filters(self) -> cnpj_store::SearchFilters {
+        cnpj_store::SearchFilters {
+            cnpj: self.cnpj,
+            business_sector: self.business_sector,
+            city_id: self.city_id,
+            city: self.city,
+            state: self.state,
+            porte: self.company_size,
+            opening_from: self.opening_date_from,
+            opening_to: self.opening_date_to,
+            trading_name: self.trading_name,
+            neighborhood: self.neighborhood,
+            zip_prefix: self.zip_code,
+            nature_code: self.nature_code,
+            situacao: self.situacao_cadastral,
+        }
+    }
+}
+
+/// A numeric code of `min..=width` digits, mask characters `.`, `-`, `/` allowed, left-padded to
+/// `width` (as the API takes it).
+fn code(text: &str, min: usize, width: usize) -> Result<String, String> {
+    let digits: String = text.chars().filter(|c| !matches!(c, '.' | '-' | '/')).collect();
+    if !(min..=width).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("a code of {min} to {width} digits expected"));
+    }
+    Ok(format!("{digits:0>width$}"))
+}
+
+fn date(text: &str) -> Result<String, String> {
+    let b = text.as_bytes();
+    let valid = b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && cnpj_normalize::date(&text.replace('-', "")).is_some();
+    valid.then(|| text.to_owned()).ok_or_else(|| "a date YYYY-MM-DD from 1800 to 2100 expected".to_owned())
+}
+
+fn state(text: &str) -> Result<String, String> {
+    let valid = text.len() == 2 && text.bytes().all(|b| b.is_ascii_alphabetic());
+    valid.then(|| text.to_ascii_uppercase()).ok_or_else(|| "a two-letter state expected".to_owned())
+}
+
+fn zip_code(text: &str) -> Result<String, String> {
+    let digits: String = text.chars().filter(|c| !matches!(c, '.' | '-' | ' ')).collect();
+    let valid = !digits.is_empty() && digits.len() <= 8 && digits.bytes().all(|b| b.is_ascii_digit());
+    valid.then_some(digits).ok_or_else(|| "1 to 8 digits expected".to_owned())
+}
+
+fn non_blank(text: &str) -> Result<String, String> {
+    (!text.trim().is_empty()).then(|| text.to_owned()).ok_or_else(|| "an empty filter".to_owned())
 }
 
 /// How strictly the build takes its input (see `cnpj_build::checks`).
@@ -455,6 +581,33 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
             print(&serde_json::to_string_pretty(&report)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { db, out, format, locale, partition_by, memory_limit, filters } => {
+            let opts = cnpj_store::ExportOptions {
+                db: db.clone(),
+                out: out.clone(),
+                format: match format {
+                    ExportFormatArg::Parquet => cnpj_store::ExportFormat::Parquet,
+                    ExportFormatArg::Csv => cnpj_store::ExportFormat::Csv,
+                },
+                locale,
+                partition_by_uf: partition_by.is_some(),
+                filters: filters.filters(),
+                memory_limit,
+                producer: format!("cnpj-etl {}", env!("CARGO_PKG_VERSION")),
+            };
+            let started = std::time::Instant::now();
+            let manifest = cnpj_store::export(&opts)
+                .with_context(|| format!("exporting {} into {}", db.display(), out.display()))?;
+            if !cli.quiet {
+                for t in &manifest.tables {
+                    let bytes: u64 = t.files.iter().map(|f| f.bytes).sum();
+                    eprintln!("  {:<16}{:>14} rows {:>6} files {:>14} bytes", t.name, t.rows, t.files.len(), bytes);
+                }
+                eprintln!("exported {} in {:.1} s", out.display(), started.elapsed().as_secs_f64());
+            }
+            print(&serde_json::to_string_pretty(&manifest)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { db, pg, locale, cnpj } => {
