@@ -3,6 +3,8 @@
 //! into real DuckDB files, checked through `show`, the build report and the dataset's own tables.
 //!
 //! - `analysts`: the views of `sql/duckdb/views.sql`, and README.md's example queries run on them.
+//! - `export`: `cnpj-etl export` read back by pyarrow and Python's csv module (`CNPJ_TEST_PYTHON`),
+//!   against the tables and `show`; hostile outputs and datasets.
 //! - `builds`: the sample dump, the real extract and synthetic months, `show`, `run`, Postgres,
 //!   the lookup file and the search index against SQL.
 //! - `changes`: month over month: evolved synthetic months built with `--previous` against their
@@ -19,6 +21,7 @@ mod analysts;
 mod builds;
 mod changes;
 mod evolve;
+mod export;
 mod fuzz;
 mod hardening;
 mod report_page;
