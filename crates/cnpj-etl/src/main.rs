@@ -239,10 +239,7 @@ fn code(text: &str, min: usize, width: usize) -> Result<String, String> {
 
 fn date(text: &str) -> Result<String, String> {
     let b = text.as_bytes();
-    let valid = b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && cnpj_normalize::date(&text.replace('-', "")).is_some();
+    let valid = b.len() == 10 && b[4] == b'-' && b[7] == b'-' && cnpj_normalize::date(&text.replace('-', "")).is_some();
     valid.then(|| text.to_owned()).ok_or_else(|| "a date YYYY-MM-DD from 1800 to 2100 expected".to_owned())
 }
 

@@ -93,9 +93,7 @@ pub enum ExportError {
     OutNotEmpty(PathBuf),
     #[error("--out {path}: {reason}")]
     Out { path: PathBuf, reason: String },
-    #[error(
-        "{0} has no analysts' views (built by an older cnpj-etl, or not a registry dataset): build it again"
-    )]
+    #[error("{0} has no analysts' views (built by an older cnpj-etl, or not a registry dataset): build it again")]
     NoViews(PathBuf),
     #[error("exporting {context}")]
     Db {
@@ -203,7 +201,8 @@ pub fn export(opts: &ExportOptions) -> Result<Manifest, ExportError> {
     let filtered = opts.filters != SearchFilters::default();
     if filtered {
         let cities: Vec<(String, String)> = {
-            let mut stmt = conn.prepare("SELECT code, name FROM municipios").map_err(db_err("reading cities".into()))?;
+            let mut stmt =
+                conn.prepare("SELECT code, name FROM municipios").map_err(db_err("reading cities".into()))?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db_err("reading cities".into()))?;
             rows.collect::<Result<_, _>>().map_err(db_err("reading cities".into()))?
         };
@@ -260,13 +259,12 @@ pub fn export(opts: &ExportOptions) -> Result<Manifest, ExportError> {
         let partitioned = opts.partition_by_uf && has_uf;
         let format = match opts.format {
             ExportFormat::Parquet => format!("FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"),
-            ExportFormat::Csv => "FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NEW_LINE '\r\n'".into(),
+            ExportFormat::Csv => {
+                "FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NEW_LINE '\r\n'".into()
+            }
         };
-        let layout = if partitioned {
-            "PARTITION_BY (uf)".to_owned()
-        } else {
-            format!("FILE_SIZE_BYTES '{FILE_BYTES}'")
-        };
+        let layout =
+            if partitioned { "PARTITION_BY (uf)".to_owned() } else { format!("FILE_SIZE_BYTES '{FILE_BYTES}'") };
         let dir = building.path().join(table);
         let copy = format!(
             "COPY ({select}) TO {} ({format}, {layout}, FILENAME_PATTERN 'part-{{i}}')",

@@ -23,9 +23,9 @@ use cnpj_model::{
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
 pub use changes::{Change, ChangeFilters, EVENTS};
-pub use export::{Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, Manifest, export};
 use cnpj_index::{Lookup, LookupTable, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, lookup_path, search_index_path};
+pub use export::{Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, Manifest, export};
 pub use search::SearchFilters;
 
 #[derive(Debug, thiserror::Error)]

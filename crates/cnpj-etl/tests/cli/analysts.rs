@@ -144,7 +144,8 @@ fn every_view_keeps_every_row_in_every_locale() {
         )
     };
     let mut seen = BTreeSet::new();
-    for (view, locale) in [("establishments_pt_br", "pt-br"), ("establishments_en", "en"), ("establishments_es", "es")] {
+    for (view, locale) in [("establishments_pt_br", "pt-br"), ("establishments_en", "en"), ("establishments_es", "es")]
+    {
         let rows = query(db, &sql(view, locale));
         assert_eq!(rows.len() as i64, count("estabelecimentos"), "{view}");
         assert!(rows.iter().all(|r| r[0] == r[1]), "{view}: {rows:?}");

@@ -241,7 +241,8 @@ fn filters_and_partitions_select_establishments_and_their_companies() {
     std::fs::create_dir_all(dir.path().join("m2")).unwrap();
     let first = build_in(&sample_dump(), &dir.path().join("m1"), &[]);
     let next = root().join("data/sample-dump-next");
-    let db = build_in(&next, &dir.path().join("m2"), &["--previous", first.db.to_str().unwrap(), "--accept-anomalies"]).db;
+    let db =
+        build_in(&next, &dir.path().join("m2"), &["--previous", first.db.to_str().unwrap(), "--accept-anomalies"]).db;
     let changes = count(&db, "SELECT * FROM changes");
     assert!(changes > 0);
 
