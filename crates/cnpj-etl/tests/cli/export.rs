@@ -14,11 +14,12 @@ use serde_json::Value;
 use super::{Built, build, build_in, etl, query, root, sample_dump, show, text};
 
 /// Reads an export back: per table (folder) its row count and column types, and every row of
-/// `establishments` by CNPJ (values as JSON: dates as ISO text, decimals as text).
+/// `establishments` by CNPJ and of `companies` by base (values as JSON: dates as ISO text,
+/// decimals as text).
 const READER: &str = r#"
 import csv, datetime, decimal, io, json, os, sys
 root, fmt = sys.argv[1], sys.argv[2]
-out = {"tables": {}, "establishments": {}}
+out = {"tables": {}, "establishments": {}, "companies": {}}
 def plain(v):
     if isinstance(v, (datetime.date, decimal.Decimal)):
         return str(v)
@@ -58,8 +59,9 @@ for table in sorted(os.listdir(root)):
                                 row[k] = json.loads(row[k])
                         rows.append(row)
     out["tables"][table] = {"rows": len(rows), "schema": schema}
-    if table == "establishments":
-        out["establishments"] = {r["cnpj"]: {k: plain(v) for k, v in r.items()} for r in rows}
+    if table in ("establishments", "companies"):
+        key = "cnpj" if table == "establishments" else "cnpj_basico"
+        out[table] = {r[key]: {k: plain(v) for k, v in r.items()} for r in rows}
 print(json.dumps(out))
 "#;
 
@@ -124,10 +126,11 @@ fn check_manifest(db: &Path, out: &Path, manifest: &Value, read: &Value) {
     assert!(leftovers.is_empty(), "temporary folders left: {leftovers:?}");
 }
 
-/// Every exported establishment against its `show` record in `locale`.
+/// Every exported establishment, with its exported company, against its `show` record in `locale`.
 fn check_records(db: &Path, read: &Value, locale: &str) {
     let establishments = read["establishments"].as_object().unwrap();
     assert!(!establishments.is_empty());
+    let no_company = Value::Object(serde_json::Map::new());
     let s = |v: &Value| match v {
         Value::Null => String::new(),
         Value::String(s) => s.clone(),
@@ -135,21 +138,27 @@ fn check_records(db: &Path, read: &Value, locale: &str) {
     };
     for (cnpj, row) in establishments {
         let record: Value = serde_json::from_str(&show(db, locale, cnpj)).unwrap();
-        let pairs = [
+        let company = read["companies"].get(s(&row["cnpj_basico"])).unwrap_or(&no_company);
+        for (column, expected) in [
             ("razao_social", &record["razao_social"]),
-            ("nome_fantasia", &record["nome_fantasia"]),
-            ("situacao_cadastral", &record["situacao_cadastral_code"]),
-            ("situacao_cadastral_descricao", &record["situacao_cadastral"]),
             ("natureza_juridica", &record["natureza_juridica_code"]),
             ("natureza_juridica_descricao", &record["natureza_juridica"]),
             ("porte_empresa_descricao", &record["porte_empresa"]),
+            ("capital_social", &record["capital_social"]),
+            ("ente_federativo_responsavel", &record["ente_federativo_responsavel"]),
+        ] {
+            assert_eq!(s(&company[column]), s(expected), "{cnpj} company {column}");
+        }
+        let pairs = [
+            ("nome_fantasia", &record["nome_fantasia"]),
+            ("situacao_cadastral", &record["situacao_cadastral_code"]),
+            ("situacao_cadastral_descricao", &record["situacao_cadastral"]),
             ("cnae_fiscal", &record["cnae_fiscal"]),
             ("cnae_fiscal_descricao", &record["cnae_fiscal_descricao"]),
             ("matriz_filial_descricao", &record["matriz_filial"]),
             ("motivo_situacao_cadastral_descricao", &record["motivo_situacao_cadastral"]),
             ("data_inicio_atividade", &record["data_inicio_atividades"]),
             ("data_situacao_cadastral", &record["data_situacao_cadastral"]),
-            ("capital_social", &record["capital_social"]),
             ("logradouro", &record["endereco"]["logradouro"]),
             ("numero", &record["endereco"]["numero"]),
             ("bairro", &record["endereco"]["bairro"]),
@@ -203,7 +212,7 @@ fn parquet_reads_back_with_its_types_counts_and_records() {
     check_records(&built.db, &read, "en");
     let types = &read["tables"]["establishments"]["schema"];
     assert_eq!(types["data_inicio_atividade"], "date32[day]");
-    assert_eq!(types["capital_social"], "decimal128(18, 2)");
+    assert_eq!(read["tables"]["companies"]["schema"]["capital_social"], "decimal128(18, 2)");
     assert_eq!(types["cnaes_secundarios"], "list<element: string>");
     assert_eq!(types["cnaes_secundarios_descricao"], "list<element: string>");
     assert_eq!(read["tables"]["partners"]["schema"]["data_entrada"], "date32[day]");
@@ -340,7 +349,7 @@ fn hostile_exports_fail_cleanly_and_leave_nothing() {
     std::fs::copy(&built.db, &old).unwrap();
     {
         let conn = duckdb::Connection::open(&old).unwrap();
-        conn.execute_batch("DROP VIEW establishments_pt_br").unwrap();
+        conn.execute_batch("DROP MACRO TABLE establishment_labels_in").unwrap();
     }
     let out = run(&["--db", old.to_str().unwrap(), "--out", dir.path().join("x").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
