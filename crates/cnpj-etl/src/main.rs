@@ -138,7 +138,8 @@ enum Command {
         /// Hive-style partitions by state (uf=SP/) of the tables that have one.
         #[arg(long, value_parser = ["uf"])]
         partition_by: Option<String>,
-        /// DuckDB's memory limit while exporting (it spills to a folder beside --out past it).
+        /// The memory the export may use (DuckDB gets 80 % of it and spills to a folder beside
+        /// --out past that), e.g. 500MB, 2GB.
         #[arg(long, default_value = "1GB", value_parser = parse_bytes)]
         memory_limit: u64,
         #[command(flatten)]
