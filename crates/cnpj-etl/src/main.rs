@@ -1,4 +1,4 @@
-//! `cnpj-etl`: builds a registry dataset from a month of RFB zips and shows its records.
+//! `cnpj-etl`: builds a registry dataset from a month of RFB zips, shows its records and exports it.
 //!
 //! Exit codes: 0 success; 1 the work failed (build error, CNPJ not found); 2 invalid arguments.
 
@@ -702,6 +702,27 @@ mod tests {
 
     fn check(text: &str, expected: Result<u64, ()>) {
         assert_eq!(parse_bytes(text).map_err(|_| ()), expected, "{text}");
+    }
+
+    fn check_filter(parsed: Result<String, String>, expected: Option<&str>) {
+        assert_eq!(parsed.ok().as_deref(), expected);
+    }
+
+    #[test]
+    fn filters_are_validated_as_the_api_validates_them() {
+        check_filter(code("4751-2/01", 6, 7), Some("4751201"));
+        check_filter(code("2", 1, 2), Some("02"));
+        check_filter(code("12345678", 6, 7), None);
+        check_filter(code("ab", 1, 2), None);
+        check_filter(date("2020-02-29"), Some("2020-02-29"));
+        check_filter(date("2021-02-29"), None);
+        check_filter(date("20200101"), None);
+        check_filter(date("1700-01-01"), None);
+        check_filter(state("sp"), Some("SP"));
+        check_filter(state("S1"), None);
+        check_filter(zip_code("01310-100"), Some("01310100"));
+        check_filter(zip_code("013101001"), None);
+        check_filter(non_blank("  "), None);
     }
 
     #[test]

@@ -359,3 +359,32 @@ fn filters_json(f: &SearchFilters) -> serde_json::Map<String, serde_json::Value>
     .filter_map(|(name, value)| value.as_ref().map(|v| (name.to_owned(), serde_json::Value::String(v.clone()))))
     .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(filters: SearchFilters, expected: serde_json::Value) {
+        assert_eq!(serde_json::Value::Object(filters_json(&filters)), expected);
+    }
+
+    #[test]
+    fn the_manifest_names_filters_as_the_search_does() {
+        check(SearchFilters::default(), serde_json::json!({}));
+        check(
+            SearchFilters {
+                state: Some("SP".into()),
+                porte: Some("01".into()),
+                zip_prefix: Some("0131".into()),
+                cnpj: Some(cnpj_model::CnpjQuery::parse("11.222.333").unwrap()),
+                ..Default::default()
+            },
+            serde_json::json!({"cnpj": "11222333", "state": "SP", "company_size": "01", "zip_code": "0131"}),
+        );
+    }
+
+    #[test]
+    fn literals_double_their_quotes() {
+        assert_eq!(literal("/tmp/o'brien/x"), "'/tmp/o''brien/x'");
+    }
+}
