@@ -14,7 +14,8 @@ fn readme_queries() -> Vec<String> {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let start = readme.find("### SQL for analysts").expect("README.md has a \"SQL for analysts\" section");
     let section = &readme[start..];
-    let end = section[4..].find("\n## ").or_else(|| section[4..].find("\n### ")).map_or(section.len(), |i| i + 4);
+    // Up to the next heading of this level or above.
+    let end = ["\n## ", "\n### "].iter().filter_map(|h| section[4..].find(h)).min().map_or(section.len(), |i| i + 4);
     section[..end].split("```sql\n").skip(1).map(|block| block.split("```").next().unwrap().to_owned()).collect()
 }
 
