@@ -1,4 +1,4 @@
-//! `cnpj-etl`: builds a registry dataset from a month of RFB zips and shows its records.
+//! `cnpj-etl`: builds a registry dataset from a month of RFB zips, shows its records and exports it.
 //!
 //! Exit codes (`EXIT_CODES`, also in `--help`): 0 success; 1 the work failed (build error, CNPJ
 //! not found); 2 invalid arguments; 3 the guard refused the month (`build`, `run`); 4 nothing new
@@ -99,6 +99,13 @@ enum Command {
         /// Build the month even when --db already holds it and nothing new was published.
         #[arg(long)]
         force: bool,
+        /// Also export the month's dataset into DIR/<month>/ (as `export` does, every table),
+        /// once: a month whose export is missing is exported by the next run even when nothing
+        /// new was published.
+        #[arg(long, value_name = "DIR")]
+        export: Option<PathBuf>,
+        #[command(flatten)]
+        export_as: RunExportArgs,
         /// The memory the build may use (DuckDB, sort buffers, search index), e.g. 500MB, 2GB.
         #[arg(long, default_value = "2GB", value_parser = parse_bytes)]
         memory_limit: u64,
@@ -140,6 +147,29 @@ enum Command {
         #[command(flatten)]
         pg: PostgresArgs,
     },
+    /// Export a built dataset for other engines: Parquet or CSV, one folder per table (companies,
+    /// establishments and partners with labels in --locale, simples, tax_regimes, changes when
+    /// present), a _manifest.json; the search filters select establishments and their companies.
+    Export {
+        #[arg(long)]
+        db: PathBuf,
+        /// The folder to write (created; an existing one must be empty).
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, value_enum)]
+        format: ExportFormatArg,
+        #[arg(long, default_value = "pt-br")]
+        locale: Locale,
+        /// Hive-style partitions by state (uf=SP/) of the tables that have one.
+        #[arg(long, value_parser = ["uf"])]
+        partition_by: Option<String>,
+        /// The memory the export may use (DuckDB gets 80 % of it and spills to a folder beside
+        /// --out past that), e.g. 500MB, 2GB.
+        #[arg(long, default_value = "1GB", value_parser = parse_bytes)]
+        memory_limit: u64,
+        #[command(flatten)]
+        filters: FilterArgs,
+    },
     /// Print the detail record of a CNPJ (14 characters, or 8 for the head office) as JSON.
     Show {
         #[arg(long, required_unless_present = "postgres")]
@@ -151,6 +181,128 @@ enum Command {
         /// The CNPJ, masked or not.
         cnpj: String,
     },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ExportFormatArg {
+    Parquet,
+    Csv,
+}
+
+impl From<ExportFormatArg> for cnpj_store::ExportFormat {
+    fn from(format: ExportFormatArg) -> Self {
+        match format {
+            ExportFormatArg::Parquet => cnpj_store::ExportFormat::Parquet,
+            ExportFormatArg::Csv => cnpj_store::ExportFormat::Csv,
+        }
+    }
+}
+
+/// How `run --export` writes the month (the options of `export`, prefixed).
+#[derive(Debug, clap::Args)]
+struct RunExportArgs {
+    #[arg(long, value_enum, default_value = "parquet", requires = "export")]
+    export_format: ExportFormatArg,
+    #[arg(long, default_value = "pt-br", requires = "export")]
+    export_locale: Locale,
+    /// Hive-style partitions by state (uf=SP/) of the tables that have one.
+    #[arg(long, value_parser = ["uf"], requires = "export")]
+    export_partition_by: Option<String>,
+}
+
+/// The search filters of contract §5, with the API's names and validation.
+#[derive(Debug, clap::Args)]
+struct FilterArgs {
+    /// 14 characters: that establishment; 8: every establishment of the company.
+    #[arg(long, value_parser = CnpjQuery::parse)]
+    cnpj: Option<CnpjQuery>,
+    /// Main CNAE (7 digits, masks allowed: 4751-2/01).
+    #[arg(long, value_parser = |t: &str| code(t, 6, 7))]
+    business_sector: Option<String>,
+    /// RFB municipality code (4 digits).
+    #[arg(long, value_parser = |t: &str| code(t, 1, 4))]
+    city_id: Option<String>,
+    /// City name (case- and accent-insensitive equality); --city-id wins.
+    #[arg(long, value_parser = non_blank)]
+    city: Option<String>,
+    /// Two-letter state (UF).
+    #[arg(long, value_parser = state)]
+    state: Option<String>,
+    /// Company size code (00, 01, 03, 05).
+    #[arg(long, value_parser = |t: &str| code(t, 1, 2))]
+    company_size: Option<String>,
+    /// Opening date from (YYYY-MM-DD, inclusive).
+    #[arg(long, value_parser = date)]
+    opening_date_from: Option<String>,
+    /// Opening date to (YYYY-MM-DD, inclusive).
+    #[arg(long, value_parser = date)]
+    opening_date_to: Option<String>,
+    /// Substring of nome fantasia or razão social (case- and accent-insensitive).
+    #[arg(long, value_parser = non_blank)]
+    trading_name: Option<String>,
+    /// Substring of the neighbourhood (case- and accent-insensitive).
+    #[arg(long, value_parser = non_blank)]
+    neighborhood: Option<String>,
+    /// CEP prefix (1 to 8 digits).
+    #[arg(long, value_parser = zip_code)]
+    zip_code: Option<String>,
+    /// Legal nature code (4 digits).
+    #[arg(long, value_parser = |t: &str| code(t, 3, 4))]
+    nature_code: Option<String>,
+    /// Registration status code (2 digits).
+    #[arg(long, value_parser = |t: &str| code(t, 1, 2))]
+    situacao_cadastral: Option<String>,
+}
+
+impl FilterArgs {
+    fn filters(self) -> cnpj_store::SearchFilters {
+        cnpj_store::SearchFilters {
+            cnpj: self.cnpj,
+            business_sector: self.business_sector,
+            city_id: self.city_id,
+            city: self.city,
+            state: self.state,
+            porte: self.company_size,
+            opening_from: self.opening_date_from,
+            opening_to: self.opening_date_to,
+            trading_name: self.trading_name,
+            neighborhood: self.neighborhood,
+            zip_prefix: self.zip_code,
+            nature_code: self.nature_code,
+            situacao: self.situacao_cadastral,
+        }
+    }
+}
+
+/// A numeric code of `min..=width` digits, mask characters `.`, `-`, `/` allowed, left-padded to
+/// `width` (as the API takes it).
+fn code(text: &str, min: usize, width: usize) -> Result<String, String> {
+    let digits: String = text.chars().filter(|c| !matches!(c, '.' | '-' | '/')).collect();
+    if !(min..=width).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("a code of {min} to {width} digits expected"));
+    }
+    Ok(format!("{digits:0>width$}"))
+}
+
+fn date(text: &str) -> Result<String, String> {
+    let b = text.as_bytes();
+    let valid = b.len() == 10 && b[4] == b'-' && b[7] == b'-' && cnpj_normalize::date(&text.replace('-', "")).is_some();
+    valid.then(|| text.to_owned()).ok_or_else(|| "a date YYYY-MM-DD from 1800 to 2100 expected".to_owned())
+}
+
+fn state(text: &str) -> Result<String, String> {
+    let valid = text.len() == 2 && text.bytes().all(|b| b.is_ascii_alphabetic());
+    valid.then(|| text.to_ascii_uppercase()).ok_or_else(|| "a two-letter state expected".to_owned())
+}
+
+fn zip_code(text: &str) -> Result<String, String> {
+    let digits: String = text.chars().filter(|c| !matches!(c, '.' | '-' | ' ')).collect();
+    let valid = !digits.is_empty() && digits.len() <= 8 && digits.bytes().all(|b| b.is_ascii_digit());
+    valid.then_some(digits).ok_or_else(|| "1 to 8 digits expected".to_owned())
+}
+
+fn non_blank(text: &str) -> Result<String, String> {
+    (!text.trim().is_empty()).then(|| text.to_owned()).ok_or_else(|| "an empty filter".to_owned())
 }
 
 /// How strictly the build takes its input (see `cnpj_build::checks`).
@@ -461,18 +613,50 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print(&serde_json::to_string_pretty(&summary)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { month, work, db, pg, pg_streams, force, memory_limit, checks, guard, source } => {
+        Command::Run {
+            month,
+            work,
+            db,
+            pg,
+            pg_streams,
+            force,
+            export: export_dir,
+            export_as,
+            memory_limit,
+            checks,
+            guard,
+            source,
+        } => {
             // Every output is checked before anything is downloaded.
             std::fs::create_dir_all(&work).with_context(|| format!("--work {}: cannot create it", work.display()))?;
             writable(&work.join("build-report.json"), "--work")?;
             writable(&db, "--db")?;
+            if let Some(dir) = &export_dir {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("--export {}: cannot create it", dir.display()))?;
+            }
             // Resolve `latest` first, so that a resumed run finds the month's folder again.
             let month = cnpj_download::resolve_month(&source.options(&month, work.clone()))?;
             let month_dir = work.join(&month);
+            // The month's export, when asked for and not written yet.
+            let pending_export = export_dir
+                .as_ref()
+                .map(|dir| dir.join(&month))
+                .filter(|out| !out.join(cnpj_store::MANIFEST_FILE).is_file());
+            let exported = |quiet: bool| -> anyhow::Result<()> {
+                match &pending_export {
+                    Some(out) => export(&run_export(&db, out, &export_as), quiet).map(drop),
+                    None => Ok(()),
+                }
+            };
             if !force
                 && let Some(code) =
                     nothing_new(&db, &month, &source.options(&month, month_dir.clone()), &pg, pg_streams, cli.quiet)?
             {
+                if pending_export.is_some() {
+                    exported(cli.quiet)?;
+                    return Ok(ExitCode::SUCCESS);
+                }
                 return Ok(code);
             }
             fetch(&source.options(&month, month_dir.clone()), cli.quiet)?;
@@ -492,7 +676,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if pg.postgres.is_some() {
                 publish(&db, &pg, pg_streams, cli.quiet)?;
             }
-            // (`--export DIR` of issue 20 goes here: an export of the dataset just swapped in.)
+            if let Some(dir) = &export_dir {
+                let out = dir.join(&month);
+                // A month built again replaces its export (that of the dataset it replaced).
+                if out.exists() {
+                    std::fs::remove_dir_all(&out).with_context(|| format!("replacing {}", out.display()))?;
+                }
+                export(&run_export(&db, &out, &export_as), cli.quiet)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Synth { scale, evolve_from, out, seed, month } => {
@@ -523,6 +714,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print(&serde_json::to_string_pretty(&report)?)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Export { db, out, format, locale, partition_by, memory_limit, filters } => {
+            let opts = cnpj_store::ExportOptions {
+                db,
+                out,
+                format: format.into(),
+                locale,
+                partition_by_uf: partition_by.is_some(),
+                filters: filters.filters(),
+                memory_limit,
+                producer: producer(),
+            };
+            let manifest = export(&opts, cli.quiet)?;
+            print(&serde_json::to_string_pretty(&manifest)?)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Show { db, pg, locale, cnpj } => {
             let query = match CnpjQuery::parse(&cnpj) {
                 Ok(q) => q,
@@ -551,6 +757,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// file that the month folder's manifest does not record as downloaded, the exit code of nothing
 /// new, after publishing `db` into Postgres when the schema serves another build (a run whose
 /// publication failed, or that was rolled back); `None` when there is something to build.
+fn producer() -> String {
+    format!("cnpj-etl {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The export of `run --export`: the whole dataset `db` into `out`.
+fn run_export(db: &Path, out: &Path, how: &RunExportArgs) -> cnpj_store::ExportOptions {
+    cnpj_store::ExportOptions {
+        db: db.to_owned(),
+        out: out.to_owned(),
+        format: how.export_format.into(),
+        locale: how.export_locale,
+        partition_by_uf: how.export_partition_by.is_some(),
+        filters: Default::default(),
+        memory_limit: 1 << 30,
+        producer: producer(),
+    }
+}
+
+/// Exports a dataset (see `cnpj_store::export`), with a line per table on stderr.
+fn export(opts: &cnpj_store::ExportOptions, quiet: bool) -> anyhow::Result<cnpj_store::Manifest> {
+    let started = std::time::Instant::now();
+    let manifest = cnpj_store::export(opts)
+        .with_context(|| format!("exporting {} into {}", opts.db.display(), opts.out.display()))?;
+    if !quiet {
+        for t in &manifest.tables {
+            let bytes: u64 = t.files.iter().map(|f| f.bytes).sum();
+            eprintln!("  {:<16}{:>14} rows {:>6} files {:>14} bytes", t.name, t.rows, t.files.len(), bytes);
+        }
+        eprintln!("exported {} in {:.1} s", opts.out.display(), started.elapsed().as_secs_f64());
+    }
+    Ok(manifest)
+}
+
 fn nothing_new(
     db: &Path,
     month: &str,
@@ -740,6 +979,27 @@ mod tests {
             Source::Legacy { base: "http://rfb/dados/cnpj/dados_abertos_cnpj".into() },
             TaxRegime::Other(Source::Legacy { base: "http://rfb/dados/cnpj/regime_tributario".into() }),
         );
+    }
+
+    fn check_filter(parsed: Result<String, String>, expected: Option<&str>) {
+        assert_eq!(parsed.ok().as_deref(), expected);
+    }
+
+    #[test]
+    fn filters_are_validated_as_the_api_validates_them() {
+        check_filter(code("4751-2/01", 6, 7), Some("4751201"));
+        check_filter(code("2", 1, 2), Some("02"));
+        check_filter(code("12345678", 6, 7), None);
+        check_filter(code("ab", 1, 2), None);
+        check_filter(date("2020-02-29"), Some("2020-02-29"));
+        check_filter(date("2021-02-29"), None);
+        check_filter(date("20200101"), None);
+        check_filter(date("1700-01-01"), None);
+        check_filter(state("sp"), Some("SP"));
+        check_filter(state("S1"), None);
+        check_filter(zip_code("01310-100"), Some("01310100"));
+        check_filter(zip_code("013101001"), None);
+        check_filter(non_blank("  "), None);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Writes a registry dataset into DuckDB: the main tables' rows are sorted into runs on disk and
 //! merged (one winner per key, first in reading order) straight into the served tables; small
 //! inputs (labels, municipalities, rejects) go through staging tables and
-//! `sql/duckdb/transform.sql`; the finished file is renamed over the target only when every
-//! count reconciles. Nothing else in the workspace writes a database.
+//! `sql/duckdb/transform.sql`, and the analysts' views are created (`sql/duckdb/views.sql`); the
+//! finished file is renamed over the target only when every count reconciles. Nothing else in the
+//! workspace writes a database.
 
 mod batches;
 mod changes;

@@ -16,6 +16,7 @@ use cnpj_index::{Fed, Part, ServingWriter};
 
 const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
 const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
+const VIEWS: &str = include_str!("../../../sql/duckdb/views.sql");
 
 // Causes are not repeated in the messages: they are the `source`, printed after the message by
 // the binaries (anyhow's `{:#}`). A full disk adds "no space left on device", the folder and its
@@ -171,8 +172,9 @@ impl Loader {
         stored.into_iter().for_each(|Stored(codes)| self.codes.add(codes));
     }
 
-    /// Once every table is stored: finishes the small tables (`transform.sql`), then checks
-    /// that, for every file, rows read = loaded + duplicates + rejected, and sums up the dataset.
+    /// Once every table is stored: finishes the small tables (`transform.sql`), creates the
+    /// analysts' views (`views.sql`), then checks that, for every file, rows read = loaded +
+    /// duplicates + rejected, and sums up the dataset.
     pub fn transform(&mut self, files: Vec<SourceFile>) -> Result<LoadSummary, LoadError> {
         let conn = self.conn();
         for statement in statements(TRANSFORM) {
@@ -182,6 +184,7 @@ impl Loader {
                 statement.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("--")).unwrap_or_default();
             tracing::debug!(statement = head, seconds = started.elapsed().as_secs_f64(), "transform");
         }
+        conn.execute_batch(VIEWS).map_err(db("creating the analysts' views (sql/duckdb/views.sql)"))?;
         let step = |name: &str, started: std::time::Instant| {
             tracing::debug!(step = name, seconds = started.elapsed().as_secs_f64(), "reconcile");
         };

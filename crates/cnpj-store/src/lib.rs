@@ -1,6 +1,7 @@
 //! Reads a built registry dataset (a DuckDB file opened read-only, or a Postgres schema): detail
 //! and batch records by CNPJ, search, month-over-month changes and history, reference data and
-//! cities, in any locale. The CLI's `show` and the API serve records through this crate. A
+//! cities, in any locale; and exports it for other engines (`export`: Parquet or CSV). The CLI's
+//! `show` and `export`, and the API, read the dataset through this crate. A
 //! record's rows come from the DuckDB file's lookup file or from SQL, the same for both backends
 //! (dialect differences are confined to `search.rs` and `changes.rs`); one builder makes records
 //! of them, so every path answers byte for byte alike.
@@ -9,6 +10,7 @@
 
 mod backend;
 mod changes;
+mod export;
 mod search;
 
 use std::collections::HashMap;
@@ -23,6 +25,9 @@ use backend::{Backend, Dialect, TextRow};
 pub use changes::{Change, ChangeFilters, EVENTS};
 use cnpj_index::{Lookup, LookupTable, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, lookup_path, search_index_path};
+pub use export::{
+    Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, MANIFEST_FILE, Manifest, export,
+};
 pub use search::SearchFilters;
 
 #[derive(Debug, thiserror::Error)]

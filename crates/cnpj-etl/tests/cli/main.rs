@@ -2,6 +2,9 @@
 //! gotcha), of the real RFB extract in `../shared` (when present) and of altered or mutated months,
 //! into real DuckDB files, checked through `show`, the build report and the dataset's own tables.
 //!
+//! - `analysts`: the views of `sql/duckdb/views.sql`, and README.md's example queries run on them.
+//! - `export`: `cnpj-etl export` read back by pyarrow and Python's csv module (`CNPJ_TEST_PYTHON`),
+//!   against the tables and `show`; hostile outputs and datasets.
 //! - `builds`: the sample dump, the real extract and synthetic months, `show`, `run`, Postgres,
 //!   the lookup file and the search index against SQL.
 //! - `changes`: month over month: evolved synthetic months built with `--previous` against their
@@ -20,10 +23,12 @@
 //!   unpacked and moved, and the binary copied out as `cargo install` does, run without
 //!   LD_LIBRARY_PATH.
 
+mod analysts;
 mod builds;
 mod changes;
 mod deploy;
 mod evolve;
+mod export;
 mod fuzz;
 mod hardening;
 mod package;

@@ -207,3 +207,44 @@ fn run_postgres_publishes_and_keeps_every_months_report() {
     assert_code(&runner.run(&pg), EXIT_NOTHING_NEW);
     assert_eq!(reports(&october), kept);
 }
+
+/// The rows of each table of an export, from its `_manifest.json`.
+fn exported_rows(out: &Path) -> Vec<(String, u64)> {
+    let manifest = json(&out.join("_manifest.json"));
+    let tables = manifest["tables"].as_array().expect("the manifest lists its tables");
+    tables.iter().map(|t| (t["name"].as_str().unwrap().to_owned(), t["rows"].as_u64().unwrap())).collect()
+}
+
+/// `run --export DIR` writes the month's dataset into DIR/<month>/ after the swap; a month whose
+/// export is missing is exported by the next run without a rebuild (exit 0, not 4), a month
+/// exported already is nothing new, and a month built again replaces its export.
+#[test]
+fn run_exports_each_month_once_and_again_when_rebuilt() {
+    let rfb = Rfb::start();
+    rfb.publish("2026-09", &sample_dump());
+    let runner = Runner::new(&rfb);
+    let exports = runner.work.parent().unwrap().join("exports");
+    let export = ["--export", exports.to_str().unwrap(), "--export-format", "csv"];
+    assert_code(&runner.run(&export), 0);
+    let out = exports.join("2026-09");
+    let rows = exported_rows(&out);
+    let count = |table: &str| query(&runner.db, &format!("SELECT count(*)::VARCHAR FROM {table}")).remove(0).remove(0);
+    let table = |name: &str| rows.iter().find(|(n, _)| n == name).map(|(_, r)| r.to_string());
+    assert_eq!(table("establishments"), Some(count("estabelecimentos")), "{rows:?}");
+    assert_eq!(table("companies"), Some(count("empresas")), "{rows:?}");
+    let header = std::fs::read_dir(out.join("establishments")).unwrap().next().unwrap().unwrap().path();
+    assert!(std::fs::read_to_string(header).unwrap().starts_with("cnpj"), "CSV with a header");
+
+    assert_code(&runner.run(&export), EXIT_NOTHING_NEW);
+    std::fs::remove_dir_all(&out).unwrap();
+    let served = runner.dataset();
+    assert_code(&runner.run(&export), 0);
+    assert_eq!(runner.dataset(), served, "exported without building again");
+    assert_eq!(exported_rows(&out), rows);
+
+    let first = json(&out.join("_manifest.json"))["build_id"].clone();
+    assert_code(&runner.run(&[&export[..], &["--force"]].concat()), 0);
+    let again = json(&out.join("_manifest.json"));
+    assert_ne!(again["build_id"], first, "the rebuilt month's export replaced the old one");
+    assert_eq!(again["build_id"].as_str(), Some(runner.build_id().as_str()));
+}
