@@ -260,7 +260,11 @@ fn decimal_cell(text: &Option<String>) -> Option<String> {
     let (negative, digits) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
     let cents = digits.bytes().filter(u8::is_ascii_digit).fold(0i128, |n, d| n * 10 + i128::from(d - b'0'));
     let sign = if negative && cents != 0 { "-" } else { "" };
-    Some(format!("{sign}{}.{:02}", cents / 100, cents % 100))
+    // In u64 where it fits (every capital the normalizer keeps): `i128`'s formatting is slow.
+    match u64::try_from(cents) {
+        Ok(cents) => Some(format!("{sign}{}.{:02}", cents / 100, cents % 100)),
+        Err(_) => Some(format!("{sign}{}.{:02}", cents / 100, cents % 100)),
+    }
 }
 
 fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ {
@@ -366,6 +370,7 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
         }
         p.add_words(Table::Nome, &r.nome_fantasia_fold, ordinal..ordinal + 1);
         p.add_words(Table::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
+        p.settle();
         if p.bytes > self.writer.spill_bytes {
             self.writer.spill(&mut self.postings)?;
         }
@@ -492,6 +497,7 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
             p.add_range(Table::Porte, &r.porte_empresa, ordinals.clone());
             p.add_range(Table::Natureza, &r.natureza_juridica, ordinals.clone());
             p.add_words(Table::Nome, &r.razao_social_fold, ordinals);
+            p.settle();
             if p.bytes > self.writer.spill_bytes {
                 self.writer.spill(&mut self.postings)?;
             }

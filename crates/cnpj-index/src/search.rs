@@ -119,49 +119,155 @@ const TABLES: [(Table, &str); 13] = [
 /// the memory they take.
 #[derive(Default)]
 pub(crate) struct Postings {
-    tables: [foldhash::HashMap<Box<str>, RoaringBitmap>; 13],
+    tables: [TablePostings; 13],
     pub(crate) bytes: usize,
 }
 
-impl Postings {
-    /// Adds `ordinal`, which is not below any ordinal added before to `key`.
-    pub(crate) fn add(&mut self, table: Table, key: &str, ordinal: u32) {
-        if key.contains('\n') {
-            return; // no filter value can hold a newline (the API validates them)
+/// One table's postings in memory: a bitmap per key, and the (key, ordinal) pairs added since
+/// they were last put in, up to [`PENDING`] of them.
+///
+/// Hand-rolled for speed (measured in BENCHMARKS.md, "The build"): an ordinal pushed straight
+/// into its key's bitmap costs a cache miss at the bitmap's tail, and roaring's `push` into a
+/// dense (bitmap) container looks for its maximum from the container's end, up to 1,024 words,
+/// each time: the index cost 120 to 180 ns an ordinal. Pending pairs are sorted by key, and each
+/// key's run goes in with one `append`. Keys of up to [`PACKED_LEN`] characters of
+/// `[-0-9A-Za-z]` (the codes, the dates' parts and nearly every word) are held packed into a
+/// `u64`, so that finding a key hashes a number and compares it in place; the others by their
+/// text.
+#[derive(Default)]
+struct TablePostings {
+    packed: foldhash::HashMap<u64, u32>,
+    text: foldhash::HashMap<Box<str>, u32>,
+    /// By slot (the number the maps give a key).
+    bitmaps: Vec<RoaringBitmap>,
+    /// `slot << 32 | ordinal`.
+    pending: Vec<u64>,
+}
+
+/// The pairs a table holds before they are put in their bitmaps (8 bytes each).
+const PENDING: usize = 1 << 15;
+
+/// The longest key held packed: 6 bits a character, the first in the highest bits.
+const PACKED_LEN: usize = 10;
+
+/// `key` as a number whose order is the text's (a shorter key is padded with 0, below every
+/// character), when it can be.
+fn pack_key(key: &str) -> Option<u64> {
+    if key.len() > PACKED_LEN {
+        return None;
+    }
+    let mut n = 0u64;
+    for &b in key.as_bytes() {
+        // In byte order: `-` < digits < upper case < lower case.
+        let code = match b {
+            b'-' => 1,
+            b'0'..=b'9' => b - b'0' + 2,
+            b'A'..=b'Z' => b - b'A' + 12,
+            b'a'..=b'z' => b - b'a' + 38,
+            _ => return None,
+        };
+        n = n << 6 | u64::from(code);
+    }
+    Some(n << (6 * (PACKED_LEN - key.len())))
+}
+
+/// The text of a packed key.
+fn unpack_key(mut n: u64) -> String {
+    let mut key = String::with_capacity(PACKED_LEN);
+    for _ in 0..PACKED_LEN {
+        let code = (n >> (6 * (PACKED_LEN - 1))) as u8;
+        n = (n << 6) & ((1 << (6 * PACKED_LEN)) - 1);
+        key.push(char::from(match code {
+            0 => break,
+            1 => b'-',
+            2..=11 => code - 2 + b'0',
+            12..=37 => code - 12 + b'A',
+            _ => code - 38 + b'a',
+        }));
+    }
+    key
+}
+
+impl TablePostings {
+    /// The slot of `key`, and whether it is new; none for a key with a newline (no filter
+    /// value can hold one: the API validates them).
+    fn slot(&mut self, key: &str) -> Option<(u32, bool)> {
+        let next = self.bitmaps.len() as u32;
+        let slot = match pack_key(key) {
+            Some(n) => *self.packed.entry(n).or_insert(next),
+            None if key.contains('\n') => return None,
+            None => match self.text.get(key) {
+                Some(&slot) => slot,
+                None => *self.text.entry(key.into()).or_insert(next),
+            },
+        };
+        let new = slot == next;
+        if new {
+            self.bitmaps.push(RoaringBitmap::new());
         }
-        let keys = &mut self.tables[table as usize];
-        match keys.get_mut(key) {
-            // An ordinal added twice (a word twice in a name) is kept once.
-            Some(bitmap) => {
-                if bitmap.try_push(ordinal).is_ok() {
-                    self.bytes += 2;
-                }
-            }
-            None => {
-                keys.insert(key.into(), RoaringBitmap::from_sorted_iter([ordinal]).expect("one value"));
-                self.bytes += 96 + key.len();
-            }
-        }
+        Some((slot, new))
     }
 
-    pub(crate) fn add_range(&mut self, table: Table, key: &str, ordinals: std::ops::Range<u32>) {
-        if key.contains('\n') {
-            return;
+    /// Puts the pending pairs in their bitmaps, each key's ordinals in one `append` (an ordinal
+    /// added twice kept once).
+    fn settle(&mut self) {
+        self.pending.sort_unstable();
+        let mut run = Vec::new();
+        for pairs in self.pending.chunk_by(|a, b| a >> 32 == b >> 32) {
+            run.clear();
+            run.extend(pairs.iter().map(|&pair| pair as u32));
+            run.dedup();
+            let bitmap = &mut self.bitmaps[(pairs[0] >> 32) as usize];
+            // Ordinals ascend from one settling to the next (feeds add in ordinal order);
+            // should they not, they are inserted one by one.
+            if bitmap.append(run.iter().copied()).is_err() {
+                bitmap.extend(run.iter().copied());
+            }
         }
-        let keys = &mut self.tables[table as usize];
-        if !keys.contains_key(key) {
+        self.pending.clear();
+    }
+
+    /// Every key with its bitmap, sorted by key; empties the table.
+    fn drain_sorted(&mut self) -> Vec<(Box<str>, RoaringBitmap)> {
+        self.settle();
+        let mut bitmaps = std::mem::take(&mut self.bitmaps);
+        let mut take = |slot: u32| std::mem::take(&mut bitmaps[slot as usize]);
+        let mut sorted: Vec<(Box<str>, RoaringBitmap)> =
+            self.packed.drain().map(|(n, slot)| (unpack_key(n).into_boxed_str(), take(slot))).collect();
+        sorted.extend(self.text.drain().map(|(key, slot)| (key, take(slot))));
+        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        sorted
+    }
+}
+
+impl Postings {
+    /// Adds `ordinals` to `key`. A feed adds ordinals in ascending order, and calls
+    /// [`Postings::settle`] between rows.
+    pub(crate) fn add_range(&mut self, table: Table, key: &str, ordinals: std::ops::Range<u32>) {
+        let t = &mut self.tables[table as usize];
+        let Some((slot, new)) = t.slot(key) else { return };
+        if new {
             self.bytes += 96 + key.len();
         }
         // An array entry is 2 bytes; a full container 8 KiB for 65,536.
         self.bytes += (ordinals.len() * 2).min(ordinals.len() / 8 + 64);
-        keys.entry(key.into()).or_default().insert_range(ordinals);
+        t.pending.extend(ordinals.map(|ordinal| u64::from(slot) << 32 | u64::from(ordinal)));
+    }
+
+    pub(crate) fn add(&mut self, table: Table, key: &str, ordinal: u32) {
+        self.add_range(table, key, ordinal..ordinal + 1);
     }
 
     pub(crate) fn add_words(&mut self, table: Table, folded: &str, ordinals: std::ops::Range<u32>) {
-        if ordinals.len() == 1 {
-            words(folded, |w| self.add(table, w, ordinals.start));
-        } else {
-            words(folded, |w| self.add_range(table, w, ordinals.clone()));
+        words(folded, |w| self.add_range(table, w, ordinals.clone()));
+    }
+
+    /// Puts the pending ordinals of the tables that hold [`PENDING`] of them in their bitmaps.
+    pub(crate) fn settle(&mut self) {
+        for t in &mut self.tables {
+            if t.pending.len() >= PENDING {
+                t.settle();
+            }
         }
     }
 
@@ -171,9 +277,7 @@ impl Postings {
         let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
         let mut bytes = Vec::new();
         for (table, keys) in self.tables.iter_mut().enumerate() {
-            let mut sorted: Vec<(Box<str>, RoaringBitmap)> = keys.drain().collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            for (key, bitmap) in sorted {
+            for (key, bitmap) in keys.drain_sorted() {
                 bytes.clear();
                 bitmap.serialize_into(&mut bytes).map_err(io)?;
                 let mut head = vec![table as u8];
@@ -1043,6 +1147,63 @@ mod tests {
             let dv = cnpj_model::check_digits(a.as_bytes().try_into().unwrap()).unwrap();
             prop_assert_eq!(unpack(pack(a.as_bytes())), format!("{a}{}", String::from_utf8_lossy(&dv)));
         }
+    }
+
+    proptest! {
+        #[test]
+        fn packed_keys_sort_as_their_text_and_unpack_to_it(a in "[-0-9A-Za-z]{0,10}", b in "[-0-9A-Za-z]{0,10}") {
+            let (pa, pb) = (pack_key(&a).unwrap(), pack_key(&b).unwrap());
+            prop_assert_eq!(pa.cmp(&pb), a.cmp(&b));
+            prop_assert_eq!(unpack_key(pa), a);
+        }
+    }
+
+    #[test]
+    fn keys_too_long_or_of_other_characters_are_held_as_text() {
+        for key in ["ABCDEFGHIJK", "SÃO", "A B", "A_B", "a%"] {
+            assert_eq!(pack_key(key), None, "{key}");
+        }
+        let mut postings = Postings::default();
+        for (ordinal, key) in ["PAULO", "CONCEIÇÃO", "ABCDEFGHIJKL", "PAULO", "", "0001"].into_iter().enumerate() {
+            postings.add(Table::Nome, key, ordinal as u32);
+        }
+        let held: Vec<(String, Vec<u32>)> = postings.tables[Table::Nome as usize]
+            .drain_sorted()
+            .into_iter()
+            .map(|(key, bitmap)| (key.into(), bitmap.iter().collect()))
+            .collect();
+        let expected = [
+            ("", vec![4]),
+            ("0001", vec![5]),
+            ("ABCDEFGHIJKL", vec![2]),
+            ("CONCEIÇÃO", vec![1]),
+            ("PAULO", vec![0, 3]),
+        ];
+        assert_eq!(held, expected.map(|(k, v)| (k.to_owned(), v)));
+    }
+
+    #[test]
+    fn pending_ordinals_settle_into_their_bitmaps_once_each() {
+        let mut postings = Postings::default();
+        let n = 3 * PENDING as u32 + 7;
+        for ordinal in 0..n {
+            postings.add(Table::Situacao, "02", ordinal);
+            if ordinal % 3 == 0 {
+                postings.add_words(Table::Situacao, "02 02", ordinal..ordinal + 1);
+            }
+            postings.settle();
+        }
+        let t = &mut postings.tables[Table::Situacao as usize];
+        assert!(t.pending.len() < PENDING, "settled as they come");
+        postings.add_range(Table::Situacao, "08", 5..9);
+        postings.tables[Table::Situacao as usize].settle();
+        postings.add(Table::Situacao, "08", 2); // below what the bitmap holds
+        let held: Vec<(String, Vec<u32>)> = postings.tables[Table::Situacao as usize]
+            .drain_sorted()
+            .into_iter()
+            .map(|(key, bitmap)| (key.into(), bitmap.iter().collect()))
+            .collect();
+        assert_eq!(held, [("02".to_owned(), (0..n).collect()), ("08".to_owned(), vec![2, 5, 6, 7, 8])]);
     }
 
     fn check(keys: &[&str], word: &str, place: Place, expected: &[&str]) {

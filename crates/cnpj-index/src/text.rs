@@ -75,7 +75,22 @@ pub(crate) fn civil_from_days(days: i32) -> (i32, u32, u32) {
 /// `YYYY-MM-DD`, as DuckDB casts a DATE to text (years 1800-2100 here).
 pub(crate) fn date_text(days: i32) -> String {
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}")
+    let Ok(y @ 0..=9999) = u32::try_from(y) else { return format!("{y:04}-{m:02}-{d:02}") };
+    // Digit by digit: `format!` cost about 1 % of the build (three dates per establishment).
+    let digit = |n: u32| b'0' + (n % 10) as u8;
+    let text = [
+        digit(y / 1000),
+        digit(y / 100),
+        digit(y / 10),
+        digit(y),
+        b'-',
+        digit(m / 10),
+        digit(m),
+        b'-',
+        digit(d / 10),
+        digit(d),
+    ];
+    String::from_utf8(text.to_vec()).expect("ASCII digits")
 }
 
 /// Days of a `YYYY-MM-DD` text.
@@ -126,6 +141,12 @@ mod tests {
         fn dates_round_trip(days in -80_000i32..60_000) {
             let text = date_text(days);
             prop_assert_eq!(parse_date(&text), Some(days));
+        }
+
+        #[test]
+        fn dates_read_as_duckdb_writes_them(days in -800_000i32..3_000_000) {
+            let (y, m, d) = civil_from_days(days);
+            prop_assert_eq!(date_text(days), format!("{y:04}-{m:02}-{d:02}"));
         }
 
         /// Whenever a text contains a term, each of the term's words stands in a word of the
