@@ -126,7 +126,7 @@ pub(crate) struct Postings {
 /// One table's postings in memory: a bitmap per key, and the (key, ordinal) pairs added since
 /// they were last put in, up to [`PENDING`] of them.
 ///
-/// Hand-rolled for speed (measured in BENCHMARKS.md, "The build"): an ordinal pushed straight
+/// Hand-rolled for speed (BENCHMARKS.md, "The build's CPU back"): an ordinal pushed straight
 /// into its key's bitmap costs a cache miss at the bitmap's tail, and roaring's `push` into a
 /// dense (bitmap) container looks for its maximum from the container's end, up to 1,024 words,
 /// each time: the index cost 120 to 180 ns an ordinal. Pending pairs are sorted by key, and each

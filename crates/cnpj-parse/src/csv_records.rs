@@ -74,9 +74,10 @@ impl Scan {
     /// Counts `bytes`; when `find_start` asks for it, returns the line of the first byte that is
     /// not a line terminator (where a record starts: the parser skips empty lines).
     ///
-    /// Hand-rolled for speed: a byte-at-a-time state machine over every byte of the month cost
-    /// about 40 CPU s at scale 1.0; this counts line ends with `memchr` and steps over 8 bytes at
-    /// a time where there is no byte ≥ 0x80 and no NUL (measured in BENCHMARKS.md, "The build").
+    /// Hand-rolled for speed (BENCHMARKS.md, "The build's CPU back"): a byte-at-a-time state
+    /// machine over every byte of the month cost about 40 CPU s at scale 1.0; this counts line
+    /// ends with `memchr` and steps over 8 bytes at a time where there is no byte ≥ 0x80 and no
+    /// NUL.
     fn feed(&mut self, bytes: &[u8], find_start: bool) -> Option<u64> {
         let mut start = None;
         let mut rest = bytes;
