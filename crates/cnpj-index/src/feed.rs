@@ -260,11 +260,7 @@ fn decimal_cell(text: &Option<String>) -> Option<String> {
     let (negative, digits) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
     let cents = digits.bytes().filter(u8::is_ascii_digit).fold(0i128, |n, d| n * 10 + i128::from(d - b'0'));
     let sign = if negative && cents != 0 { "-" } else { "" };
-    // In u64 where it fits (every capital the normalizer keeps): `i128`'s formatting is slow.
-    match u64::try_from(cents) {
-        Ok(cents) => Some(format!("{sign}{}.{:02}", cents / 100, cents % 100)),
-        Err(_) => Some(format!("{sign}{}.{:02}", cents / 100, cents % 100)),
-    }
+    Some(format!("{sign}{}.{:02}", cents / 100, cents % 100))
 }
 
 fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ {
