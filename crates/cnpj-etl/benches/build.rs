@@ -17,9 +17,14 @@
 //!
 //! Month over month: the next month is evolved from each month (`cnpj-etl synth --evolve-from`)
 //! and built twice, alone and with `--previous` (the first month's dataset), in the same run: the
-//! difference is what the comparison costs, and the DuckDB files' difference is one month of
-//! `changes` (times 24: the history's size at `--keep-months 24`). `CNPJ_BENCH_MONTH_OVER_MONTH=0`
-//! leaves it out (at 1.0, two months' datasets and zips need ≈ 70 GB of disk).
+//! difference is what the comparison costs (the build report's `changes` stage is the part of it
+//! done after the rows are stored), and the blocks of `changes` and `change_months` are one month
+//! of history (times 24: its size at `--keep-months 24`). `CNPJ_BENCH_MONTH_OVER_MONTH=0` leaves
+//! it out. It runs last, and frees what is no longer read as it goes (the first month's zips once
+//! evolved, its search index, which `--previous` does not read, the month built alone once
+//! measured), so that scale 1.0 fits in ≈ 55 GB: the first month's dataset (14 GB without its
+//! index), the next month's zips (6 GB) and a build (its runs take about the CSV's 27 GB until
+//! merged). With `CNPJ_BENCH_DIR` the month built with `--previous` and its zips are kept.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -123,9 +128,35 @@ fn dataset_size(db: &Path) -> u64 {
         .sum()
 }
 
+/// Blocks of a DuckDB file's history tables (`changes`, `change_months`), in bytes.
+fn history_bytes(db: &Path) -> u64 {
+    let conn = duckdb::Connection::open_with_flags(
+        db,
+        duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap(),
+    )
+    .unwrap();
+    let blocks: i64 = conn
+        .query_row(
+            "SELECT (SELECT count(DISTINCT block_id) FROM pragma_storage_info('changes') WHERE block_id >= 0) \
+             + (SELECT count(DISTINCT block_id) FROM pragma_storage_info('change_months') WHERE block_id >= 0)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let block_size: i64 = conn.query_row("SELECT block_size FROM pragma_database_size()", [], |r| r.get(0)).unwrap();
+    (blocks * block_size) as u64
+}
+
+fn remove_dataset(db: &Path) {
+    for path in [db.to_path_buf(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db)] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Evolves the month in `dir` into the next one and builds it alone and with `--previous db`;
-/// returns the table line.
-fn month_over_month(scale: f64, dir: &Path, db: &Path, root: &Path) -> String {
+/// returns the table line. `dir` and the search index of `db` are removed once the next month is
+/// written; the next month's zips and its dataset built with `--previous` are kept when `keep`.
+fn month_over_month(scale: f64, dir: &Path, db: &Path, root: &Path, keep: bool) -> String {
     let next = root.join(format!("scale-{scale}-next"));
     let status = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"))
         .args(["synth", "--quiet", "--evolve-from"])
@@ -136,6 +167,8 @@ fn month_over_month(scale: f64, dir: &Path, db: &Path, root: &Path) -> String {
         .status()
         .expect("synth starts");
     assert!(status.success(), "the next month is written");
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_file(cnpj_store::search_index_path(db));
     let build = |db: &Path, previous: Option<&Path>, report: &Path| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
         cmd.args(["build", "--quiet", "--input"]).arg(&next).arg("--db").arg(db).arg("--report").arg(report);
@@ -147,27 +180,27 @@ fn month_over_month(scale: f64, dir: &Path, db: &Path, root: &Path) -> String {
     let alone = root.join(format!("next-{scale}.duckdb"));
     let with = root.join(format!("next-with-previous-{scale}.duckdb"));
     let report = root.join(format!("next-{scale}.json"));
-    let (alone_wall, _, alone_rss) = build(&alone, None, &report);
-    let (with_wall, _, with_rss) = build(&with, Some(db), &report);
+    let (alone_wall, alone_cpu, alone_rss) = build(&alone, None, &report);
+    remove_dataset(&alone);
+    let (with_wall, with_cpu, with_rss) = build(&with, Some(db), &report);
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("the report")).expect("JSON");
     let changes: u64 = report["month_over_month"]["events"]
         .as_array()
         .map_or(0, |events| events.iter().filter_map(|e| e["count"].as_u64()).sum());
-    let file = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len()) as f64;
-    let month_mb = (file(&with) - file(&alone)).max(0.0) / 1e6;
+    let stage = report["seconds"]["changes"].as_f64().unwrap_or(f64::NAN);
+    let month_mb = history_bytes(&with) as f64 / 1e6;
     let added = with_wall.as_secs_f64() - alone_wall.as_secs_f64();
-    for db in [&alone, &with] {
-        for path in [db.to_path_buf(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db)] {
-            let _ = std::fs::remove_file(path);
-        }
+    if !keep {
+        remove_dataset(&with);
+        let _ = std::fs::remove_dir_all(&next);
     }
-    let _ = std::fs::remove_dir_all(&next);
     format!(
-        "| {scale} | {changes} | {:.1} | {:.1} | {added:+.1} | {:+.1} % | {:.0}, {:.0} | {month_mb:.1} | {:.0} |",
+        "| {scale} | {changes} | {:.1} | {:.1} | {added:+.1} | {:+.1} % | {:+.1} | {stage:.1} | {:.0}, {:.0} | {month_mb:.1} | {:.0} |",
         alone_wall.as_secs_f64(),
         with_wall.as_secs_f64(),
         added / alone_wall.as_secs_f64() * 100.0,
+        with_cpu - alone_cpu,
         alone_rss as f64 / 1e6,
         with_rss as f64 / 1e6,
         month_mb * 24.0,
@@ -180,9 +213,10 @@ fn main() {
         .split(',')
         .map(|s| s.trim().parse().expect("a scale"))
         .collect();
-    let keep = std::env::var("CNPJ_BENCH_DIR").ok().map(PathBuf::from);
+    let kept = std::env::var("CNPJ_BENCH_DIR").ok().map(PathBuf::from);
+    let keep = kept.is_some();
     let tmp = tempfile::tempdir().unwrap();
-    let root = keep.unwrap_or_else(|| tmp.path().to_owned());
+    let root = kept.unwrap_or_else(|| tmp.path().to_owned());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut mem = String::new();
     let _ = std::fs::File::open("/proc/meminfo").and_then(|mut f| f.read_to_string(&mut mem));
@@ -230,9 +264,6 @@ fn main() {
             store.as_secs_f64(),
             std::fs::metadata(cnpj_store::search_index_path(&db)).map_or(0, |m| m.len()) as f64 / 1e6,
         );
-        if month_over_month_too {
-            change_lines.push(month_over_month(scale, &dir, &db, &root));
-        }
         for limit in &limits {
             let db = root.join(format!("limited-{scale}.duckdb"));
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
@@ -282,15 +313,18 @@ fn main() {
                 wall.as_secs_f64() + pg_wall.as_secs_f64(),
             ));
         }
+        if month_over_month_too {
+            change_lines.push(month_over_month(scale, &dir, &db, &root, keep));
+        }
     }
     if !change_lines.is_empty() {
         println!(
             "\nMonth over month: the next month (evolved) built alone, then with `--previous` (the first month)\n"
         );
         println!(
-            "| scale | changes | next month alone s | with --previous s | comparison s | comparison / build | peak RSS MB (alone, with) | one month of changes MB | 24 months MB |"
+            "| scale | changes | next month alone s | with --previous s | comparison s | comparison / build | comparison CPU s | of which `changes` stage s | peak RSS MB (alone, with) | one month of history MB | 24 months MB |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
         for line in change_lines {
             println!("{line}");
         }

@@ -1,18 +1,19 @@
 //! Month over month (contract §9): the `changes` table filtered, counted and paged, and the
 //! history of one company or establishment; items with their code fields labelled in a locale.
 //!
-//! The served order is month, cnpj (NULLs last), cnpj_basico, event, field, old, new. Both
-//! backends run the same SQL but for one dialect difference, the order of a page: a DuckDB file
-//! stores the table in that order (the build appends it so, and the connection preserves
-//! insertion order), so a page is the scan's rows `LIMIT n OFFSET k` and stops early (an
-//! `ORDER BY` would sort every match: 1.5 M rows for a month); Postgres has no stored order and
-//! sorts, off the index on (month, cnpj, cnpj_basico).
+//! The served order is month, cnpj (NULLs last), cnpj_basico, event, field, old, new. The backends
+//! differ in how a page is read. A DuckDB file stores the table in that order (the build appends
+//! it so, and the connection preserves insertion order), so a page is the matches' row ids
+//! `LIMIT n OFFSET k` (an `ORDER BY` would sort every match: 1.8 M rows for a month), then the
+//! rows of that row-id range; Postgres has no stored order and sorts, off the index on (month,
+//! cnpj, cnpj_basico).
 //!
 //! A total costs a scan of the filter's columns (DuckDB: 3 to 20 ms per million rows, by column),
-//! so it is avoided where it can be: the first 1,000 matches are read first (a page among them
-//! needs no other query, and fewer matches than that are the total), and the totals of filters
-//! on month, since, event and state alone are summed from the number of changes per month, event
-//! and state, read once on first use (one scan: ≈ 0.5 s for 24 months of a full dataset).
+//! so it is avoided where it can be: the totals of filters on month, since, event and state alone
+//! are summed from the number of changes per month, event and state, read once on first use (one
+//! scan: ≈ 0.5 s for 24 months of a full dataset); DuckDB counts the others in the scan that finds
+//! the page's row ids, Postgres reads the first 1,000 matches first (a page among them needs no
+//! other query, and fewer matches than that are the total).
 
 use cnpj_model::{CnpjQuery, Locale};
 use serde::Serialize;
@@ -203,7 +204,7 @@ impl ChangeTables {
     }
 }
 
-/// Matches read before the total is counted (see the module docs).
+/// Matches Postgres reads before it counts the total (see the module docs).
 const FIRST_ROWS: u64 = 1000;
 
 /// The number of changes of one month, event and state (`None`: a company event without an
@@ -231,39 +232,103 @@ impl Store {
             return Ok((0, Vec::new()));
         }
         let (clause, params) = filters.sql(months.as_deref());
-        let order = match self.backend.dialect() {
-            Dialect::DuckDb => String::new(),
-            Dialect::Postgres => format!(" ORDER BY month, {ORDER_AFTER_MONTH}"),
-        };
-        let select = |limit: u64, offset: u64| {
-            let sql = format!("SELECT {COLUMNS} FROM changes{clause}{order} LIMIT {limit} OFFSET {offset}");
-            self.backend.rows("changes page", &sql, &params)
-        };
         let offset = page.saturating_sub(1).saturating_mul(per_page);
-        let end = offset.saturating_add(per_page);
-        let (total, rows) = match self.tallied(filters)? {
-            Some(total) if offset >= total => (total, Vec::new()),
-            Some(total) => (total, select(per_page, offset)?),
-            None => {
-                let mut first = select(FIRST_ROWS + 1, 0)?;
-                let total = if first.len() as u64 <= FIRST_ROWS {
-                    first.len() as u64
-                } else {
-                    let sql = format!("SELECT CAST(count(*) AS VARCHAR) FROM changes{clause}");
-                    let count = self.backend.rows("changes count", &sql, &params)?;
-                    count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0)
-                };
-                let (read, every) = (first.len(), first.len() as u64 <= FIRST_ROWS);
-                let rows = if end <= read as u64 || every || offset >= total {
-                    // The page is among the rows read, or past the last match.
-                    first.drain((offset as usize).min(read)..(end as usize).min(read)).collect()
-                } else {
-                    select(per_page, offset)?
-                };
-                (total, rows)
-            }
+        let tallied = self.tallied(filters)?;
+        let (total, rows) = match (self.backend.dialect(), tallied) {
+            (_, Some(total)) if offset >= total => (total, Vec::new()),
+            (Dialect::DuckDb, tallied) => self.duckdb_page(&clause, &params, tallied, offset, per_page)?,
+            (Dialect::Postgres, tallied) => self.postgres_page(&clause, &params, tallied, offset, per_page)?,
         };
         Ok((total, rows.into_iter().map(|r| self.change(r, locale)).collect()))
+    }
+
+    /// A page from a DuckDB file, where the table is stored in the served order: the page's row
+    /// ids first (and the total, unless tallied), read from the filter's columns alone, then its
+    /// rows by that row-id range. Reading the rows straight (`LIMIT … OFFSET …`) decompresses
+    /// `old` and `new` (FSST-compressed JSON, a vector of 2,048 at a time) wherever a match lies
+    /// before the page's end: 25-70 ms for a month filtered by city or CNAE at full scale. DuckDB
+    /// does not narrow a scan by row id, so the second query also names the months (and, within
+    /// one month, the CNPJs) of the page's first and last rows, which its zone maps do narrow to
+    /// the page's row groups (BENCHMARKS.md, "Month over month at 1.0, measured").
+    fn duckdb_page(
+        &self,
+        clause: &str,
+        params: &[String],
+        tallied: Option<u64>,
+        offset: u64,
+        per_page: u64,
+    ) -> Result<(u64, Vec<TextRow>), StoreError> {
+        let total_column = if tallied.is_some() { "" } else { ", CAST(count(*) OVER () AS VARCHAR)" };
+        let sql = format!(
+            "SELECT CAST(rowid AS VARCHAR), month, cnpj{total_column} FROM changes{clause} LIMIT {per_page} OFFSET {offset}"
+        );
+        let ids = self.backend.rows("changes page ids", &sql, params)?;
+        let total = match (tallied, ids.first()) {
+            (Some(total), _) => total,
+            (None, Some(first)) => text(first, 3).parse().unwrap_or(0),
+            (None, None) if offset == 0 => 0,
+            (None, None) => self.count(clause, params)?,
+        };
+        let (Some(first), Some(last)) = (ids.first(), ids.last()) else { return Ok((total, Vec::new())) };
+        let id = |row: &TextRow| text(row, 0).parse::<i64>().unwrap_or(0);
+        let mut params = params.to_vec();
+        let mut range = format!("rowid BETWEEN {} AND {}", id(first), id(last));
+        params.extend([text(first, 1), text(last, 1)]);
+        range.push_str(&format!(" AND month BETWEEN ${} AND ${}", params.len() - 1, params.len()));
+        if let (true, Some(from), Some(to)) = (text(first, 1) == text(last, 1), opt(first, 2), opt(last, 2)) {
+            // Within a month the stored order is by CNPJ, NULLs last: the last row has one, so
+            // every row up to it has one, between the two.
+            params.extend([from, to]);
+            range.push_str(&format!(" AND cnpj BETWEEN ${} AND ${}", params.len() - 1, params.len()));
+        }
+        let clause = if clause.is_empty() { format!(" WHERE {range}") } else { format!("{clause} AND {range}") };
+        let rows = self.backend.rows("changes page", &format!("SELECT {COLUMNS} FROM changes{clause}"), &params)?;
+        Ok((total, rows))
+    }
+
+    /// A page from Postgres, sorted off the index on (month, cnpj, cnpj_basico): the first 1,000
+    /// matches are read first (a page among them needs no other query, and fewer matches than that
+    /// are the total).
+    fn postgres_page(
+        &self,
+        clause: &str,
+        params: &[String],
+        tallied: Option<u64>,
+        offset: u64,
+        per_page: u64,
+    ) -> Result<(u64, Vec<TextRow>), StoreError> {
+        let select = |limit: u64, offset: u64| {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM changes{clause} ORDER BY month, {ORDER_AFTER_MONTH} LIMIT {limit} OFFSET {offset}"
+            );
+            self.backend.rows("changes page", &sql, params)
+        };
+        if let Some(total) = tallied {
+            return Ok((total, select(per_page, offset)?));
+        }
+        let end = offset.saturating_add(per_page);
+        let mut first = select(FIRST_ROWS + 1, 0)?;
+        let read = first.len();
+        if read as u64 <= FIRST_ROWS {
+            let rows = first.drain((offset as usize).min(read)..(end as usize).min(read)).collect();
+            return Ok((read as u64, rows));
+        }
+        let total = self.count(clause, params)?;
+        let rows = if end <= read as u64 {
+            first.drain(offset as usize..end as usize).collect()
+        } else if offset >= total {
+            Vec::new()
+        } else {
+            select(per_page, offset)?
+        };
+        Ok((total, rows))
+    }
+
+    /// The number of changes matching `clause`.
+    fn count(&self, clause: &str, params: &[String]) -> Result<u64, StoreError> {
+        let sql = format!("SELECT CAST(count(*) AS VARCHAR) FROM changes{clause}");
+        let count = self.backend.rows("changes count", &sql, params)?;
+        Ok(count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0))
     }
 
     /// With a CNPJ filter on a DuckDB file: the months of its company's changes, from
