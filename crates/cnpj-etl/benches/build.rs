@@ -120,12 +120,20 @@ fn store_floor(db: &Path, work: &Path) -> Duration {
     elapsed
 }
 
-/// Bytes on disk of a built dataset: the DuckDB file, its lookup file and its search index.
-fn dataset_size(db: &Path) -> u64 {
+/// A built dataset's files: the DuckDB file, its lookup file and its search index.
+fn dataset_files(db: &Path) -> [PathBuf; 3] {
     [db.to_owned(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db)]
-        .iter()
-        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
-        .sum()
+}
+
+/// Bytes on disk of a built dataset.
+fn dataset_size(db: &Path) -> u64 {
+    dataset_files(db).iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum()
+}
+
+fn remove_dataset(db: &Path) {
+    for path in dataset_files(db) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Blocks of a DuckDB file's history tables (`changes`, `change_months`), in bytes.
@@ -145,12 +153,6 @@ fn history_bytes(db: &Path) -> u64 {
         .unwrap();
     let block_size: i64 = conn.query_row("SELECT block_size FROM pragma_database_size()", [], |r| r.get(0)).unwrap();
     (blocks * block_size) as u64
-}
-
-fn remove_dataset(db: &Path) {
-    for path in [db.to_path_buf(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db)] {
-        let _ = std::fs::remove_file(path);
-    }
 }
 
 /// Evolves the month in `dir` into the next one and builds it alone and with `--previous db`;
@@ -276,9 +278,7 @@ fn main() {
                 rss as f64 / 1e6,
                 (rss as f64 - bytes) / 1e6
             ));
-            for path in [db.clone(), cnpj_store::lookup_path(&db), cnpj_store::search_index_path(&db)] {
-                let _ = std::fs::remove_file(path);
-            }
+            remove_dataset(&db);
         }
         if let Some(url) = &postgres {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
