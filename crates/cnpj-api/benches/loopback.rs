@@ -8,7 +8,7 @@
 //! (`--no-search-index`); then the whole suite mixed on every connection (searches/s), and the
 //! servers' peak RSS. Last, the changes suite (contract §9), when the dataset recorded changes
 //! (a build with `--previous`): `GET /api/v1/changes` with each filter alone and combined (values
-//! picked from the dataset's `changes` table), deep pages, and a company's history by 14 and 8
+//! picked from the dataset's history), deep pages, and a company's history by 14 and 8
 //! characters, each query alone.
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
@@ -253,14 +253,18 @@ fn search_suite(db: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// The changes suite's requests (name, path), with values picked from the dataset's `changes`
-/// table; none when it has no rows (a dataset built without `--previous`, or before changes).
+/// The changes suite's requests (name, path), with values picked from the dataset's history;
+/// none when it has no rows (a dataset built without `--previous`).
 fn changes_suite(db: &Path) -> Vec<(String, String)> {
+    let history = cnpj_index::history_path(db);
+    if !history.exists() {
+        return Vec::new();
+    }
     let conn = duckdb::Connection::open_with_flags(
-        db,
+        history,
         duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap(),
     )
-    .expect("the dataset opens");
+    .expect("the history opens");
     let one = |sql: &str| -> String { conn.query_row(sql, [], |r| r.get::<_, String>(0)).unwrap_or_default() };
     let rows: i64 = conn.query_row("SELECT count(*) FROM changes", [], |r| r.get(0)).unwrap_or(0);
     if rows == 0 {
@@ -477,19 +481,23 @@ fn main() {
         println!("changes suite: skipped (the dataset recorded no changes: build it with --previous)");
         return;
     }
-    // The baseline: a copy of the dataset file without `change_months`, where a company's
-    // changes are found by scanning every month (the server is the same binary).
+    // The baseline: the same dataset (linked) with a copy of its history without
+    // `change_companies`, where a company's changes are found by scanning every month (the
+    // server is the same binary).
     let scan_server = baseline.then(|| {
-        let copy = dir.path().join("without-change-months.duckdb");
-        std::fs::copy(&db, &copy).expect("copying the dataset for the baseline");
-        let conn = duckdb::Connection::open(&copy).expect("the copy opens");
-        conn.execute_batch("DROP TABLE IF EXISTS change_months; CHECKPOINT").expect("dropping change_months");
+        let copy = dir.path().join("without-change-companies.duckdb");
+        std::os::unix::fs::symlink(&db, &copy).expect("linking the dataset for the baseline");
+        let _ = std::os::unix::fs::symlink(cnpj_index::lookup_path(&db), cnpj_index::lookup_path(&copy));
+        let history = cnpj_index::history_path(&copy);
+        std::fs::copy(cnpj_index::history_path(&db), &history).expect("copying the history for the baseline");
+        let conn = duckdb::Connection::open(&history).expect("the copy opens");
+        conn.execute_batch("DROP TABLE change_companies; CHECKPOINT").expect("dropping change_companies");
         drop(conn);
         Server::spawn(&accounts, &["--db".into(), copy.into()], &[])
     });
     println!(
         "changes suite: each query alone for {query_seconds} s (median and p99 in ms; total of the filter; \
-         baseline for a company's changes: the same dataset without change_months)"
+         baseline for a company's changes: the same dataset without change_companies)"
     );
     println!("{:<24} {:>10} {:>10} {:>10} {:>11} {:>11}", "query", "total", "p50", "p99", "scan p50", "scan p99");
     let mut medians = Vec::new();
@@ -500,7 +508,7 @@ fn main() {
         let (scan50, scan99) = match scan_server.as_ref().filter(|_| company) {
             Some(s) => {
                 let (p50, p99, scan_total) = alone(&s.addr, &get_at(&s.addr, path), query_seconds);
-                assert_eq!(scan_total, total, "{name}: with and without change_months disagree");
+                assert_eq!(scan_total, total, "{name}: with and without change_companies disagree");
                 (format!("{p50:.2}"), format!("{p99:.2}"))
             }
             None => ("-".into(), "-".into()),

@@ -18,8 +18,8 @@
 //! Month over month: the next month is evolved from each month (`cnpj-etl synth --evolve-from`)
 //! and built twice, alone and with `--previous` (the first month's dataset), in the same run: the
 //! difference is what the comparison costs (the build report's `changes` stage is the part of it
-//! done after the rows are stored), and the blocks of `changes` and `change_months` are one month
-//! of history (times 24: its size at `--keep-months 24`). `CNPJ_BENCH_MONTH_OVER_MONTH=0` leaves
+//! done after the rows are stored), and its history file is one month of history (times 24: about
+//! its size at `--keep-months 24`; `benches/history24.py` writes a real one). `CNPJ_BENCH_MONTH_OVER_MONTH=0` leaves
 //! it out. It runs last, and frees what is no longer read as it goes (the first month's zips once
 //! evolved, its search index, which `--previous` does not read, the month built alone once
 //! measured), so that scale 1.0 fits in ≈ 55 GB: the first month's dataset (14 GB without its
@@ -120,9 +120,9 @@ fn store_floor(db: &Path, work: &Path) -> Duration {
     elapsed
 }
 
-/// A built dataset's files: the DuckDB file, its lookup file and its search index.
-fn dataset_files(db: &Path) -> [PathBuf; 3] {
-    [db.to_owned(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db)]
+/// A built dataset's files: the DuckDB file, its lookup file, its search index and its history.
+fn dataset_files(db: &Path) -> [PathBuf; 4] {
+    [db.to_owned(), cnpj_store::lookup_path(db), cnpj_store::search_index_path(db), cnpj_store::history_path(db)]
 }
 
 /// Bytes on disk of a built dataset.
@@ -134,25 +134,6 @@ fn remove_dataset(db: &Path) {
     for path in dataset_files(db) {
         let _ = std::fs::remove_file(path);
     }
-}
-
-/// Blocks of a DuckDB file's history tables (`changes`, `change_months`), in bytes.
-fn history_bytes(db: &Path) -> u64 {
-    let conn = duckdb::Connection::open_with_flags(
-        db,
-        duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap(),
-    )
-    .unwrap();
-    let blocks: i64 = conn
-        .query_row(
-            "SELECT (SELECT count(DISTINCT block_id) FROM pragma_storage_info('changes') WHERE block_id >= 0) \
-             + (SELECT count(DISTINCT block_id) FROM pragma_storage_info('change_months') WHERE block_id >= 0)",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    let block_size: i64 = conn.query_row("SELECT block_size FROM pragma_database_size()", [], |r| r.get(0)).unwrap();
-    (blocks * block_size) as u64
 }
 
 /// Evolves the month in `dir` into the next one and builds it alone and with `--previous db`;
@@ -191,7 +172,7 @@ fn month_over_month(scale: f64, dir: &Path, db: &Path, root: &Path, keep: bool) 
         .as_array()
         .map_or(0, |events| events.iter().filter_map(|e| e["count"].as_u64()).sum());
     let stage = report["seconds"]["changes"].as_f64().unwrap_or(f64::NAN);
-    let month_mb = history_bytes(&with) as f64 / 1e6;
+    let month_mb = std::fs::metadata(cnpj_store::history_path(&with)).map_or(0, |m| m.len()) as f64 / 1e6;
     let added = with_wall.as_secs_f64() - alone_wall.as_secs_f64();
     if !keep {
         remove_dataset(&with);

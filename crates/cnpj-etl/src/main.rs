@@ -55,8 +55,9 @@ enum Command {
         #[command(flatten)]
         checks: CheckArgs,
         /// The previous month's dataset (a DuckDB file built by cnpj-etl, with its lookup file):
-        /// record what changed since in the `changes` table, carry its history over, and refuse
-        /// a month that looks broken next to it.
+        /// record what changed since in the history file beside --db (<db>.history, its
+        /// `changes` table), carry the previous history over, and refuse a month that looks
+        /// broken next to it.
         #[arg(long)]
         previous: Option<PathBuf>,
         #[command(flatten)]

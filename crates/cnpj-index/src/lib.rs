@@ -2,15 +2,19 @@
 //! and a reader used by the store: the lookup file (`lookup`: the rows a record is built from, by
 //! key) and the search index (`search`: every search filter as compressed bitmaps of
 //! establishment ordinals). Both are written while the merge stores the tables (`feed`), stamped
-//! with the build's id, and renamed into place with the DuckDB file.
+//! with the build's id, and renamed into place with the DuckDB file. Beside them, the month-over-
+//! month history (`history`): a DuckDB file whose name, tables and per-month company sets the
+//! loader and the store share.
 
 mod changes;
 mod feed;
+mod history;
 mod lookup;
 mod search;
 mod text;
 
 pub use changes::{ChangeFile, MARKER_COMPANY_GONE, MARKER_COMPANY_NEW, Previous};
 pub use feed::{Fed, Feed, IndexError, ServingWriter};
+pub use history::{Companies, HISTORY_DDL, SAME_BUILD, attach_sql as attach_history_sql, history_path};
 pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
 pub use search::{Condition, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};

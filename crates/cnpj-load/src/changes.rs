@@ -1,12 +1,13 @@
-//! The `changes` table (contract §9): the previous dataset's metadata for the build's comparison
-//! and guard, then this month's events from the comparison's files (`cnpj_index::ChangeFile`),
-//! company events given their head office, and the history carried over from the previous
-//! dataset, ordered by month then CNPJ so that DuckDB's zone maps serve both filters. The order is
-//! the one the API serves (month, cnpj, cnpj_basico, event, field, old, new: the base orders the
-//! company events of companies without an establishment, whose CNPJ is NULL), and it is total but
-//! for identical rows, so that a page read in stored order is the page Postgres sorts. Beside
-//! it, `change_months` lists the months of each company's changes (DuckDB only: Postgres has an
-//! index on `cnpj_basico`).
+//! The month-over-month history (contract §9): the previous dataset's metadata for the build's
+//! comparison and guard, then the history file of this build (`cnpj_index::history_path`): the
+//! previous one copied whole, the months that drop out deleted, and this month's events appended
+//! from the comparison's files (`cnpj_index::ChangeFile`), company events given their head office,
+//! in the order the API serves (month, cnpj, cnpj_basico, event, field, old, new: the base orders
+//! the company events of companies without an establishment, whose CNPJ is NULL), which is total
+//! but for identical rows, so that a page read in stored order is the page Postgres sorts, and
+//! which DuckDB's zone maps serve by month and CNPJ. Beside the rows, `change_companies` holds
+//! each month's companies with changes (`cnpj_index::Companies`), so that a company's history
+//! reads only its months.
 
 use std::path::{Path, PathBuf};
 
@@ -16,19 +17,18 @@ use serde::Serialize;
 use crate::batches::{ChangeBatch, ddl};
 use crate::loader::{LoadError, Loader, db};
 
-/// The served table, also created (empty) by a build without a previous month.
-pub(crate) const CHANGES_DDL: &str = "CREATE TABLE changes (month VARCHAR, cnpj VARCHAR, cnpj_basico VARCHAR, \
-     event VARCHAR, field VARCHAR, old VARCHAR, new VARCHAR, uf VARCHAR, municipio VARCHAR, cnae VARCHAR)";
-
 const COLUMNS: &str = "month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae";
 
-/// The months in which each company has changes, in company order: a company's history or
-/// `/changes?cnpj=` reads these months of `changes` alone. `changes` is stored in month order, so
-/// a company's rows lie in one row group per month, and finding them in all 24 months means
-/// decompressing 24 row groups of `cnpj_basico` (≈ 36 ms over a full history; with the months,
-/// ≈ 7 ms: BENCHMARKS.md, "A company's history"). ≈ 5 bytes a row, a fifth of `changes`.
-pub const CHANGE_MONTHS: &str =
-    "CREATE TABLE change_months AS SELECT DISTINCT cnpj_basico, month FROM changes ORDER BY cnpj_basico, month";
+/// Where a build finds the history it carries over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PreviousHistory {
+    /// The previous dataset's history file, of its build.
+    File(PathBuf),
+    /// The previous dataset's own `changes` table (a dataset built before the history had a file
+    /// of its own): carried over once through SQL.
+    Table,
+    None,
+}
 
 /// What a build needs of the previous month's dataset.
 #[derive(Clone, Debug)]
@@ -39,6 +39,7 @@ pub struct PreviousDataset {
     pub build_id: String,
     /// Its build report (JSON), from its metadata.
     pub report: Option<String>,
+    pub history: PreviousHistory,
 }
 
 impl PreviousDataset {
@@ -58,13 +59,48 @@ impl PreviousDataset {
             let mut rows = stmt.query([key]).map_err(db(&context))?;
             rows.next().map_err(db(&context))?.map(|r| r.get::<_, String>(0)).transpose().map_err(db(&context))
         };
+        let build_id = value("build_id")?.unwrap_or_default();
+        let history = match history_build(path).map_err(db(&context))? {
+            Some(id) if id == build_id => PreviousHistory::File(cnpj_index::history_path(path)),
+            found => {
+                if found.is_some() {
+                    tracing::warn!(
+                        history = %cnpj_index::history_path(path).display(),
+                        "the previous dataset's history file is of another build: it is not carried over"
+                    );
+                }
+                let tables: i64 = conn
+                    .query_row("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'changes'", [], |r| r.get(0))
+                    .map_err(db(&context))?;
+                if tables > 0 { PreviousHistory::Table } else { PreviousHistory::None }
+            }
+        };
         Ok(PreviousDataset {
             path: path.to_owned(),
             month: value("source_month")?.filter(|m| !m.is_empty()),
-            build_id: value("build_id")?.unwrap_or_default(),
+            build_id,
             report: value("report")?,
+            history,
         })
     }
+}
+
+/// The `build_id` of the history file beside `dataset`, when there is one.
+fn history_build(dataset: &Path) -> duckdb::Result<Option<String>> {
+    let path = cnpj_index::history_path(dataset);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(&path, Config::default().access_mode(AccessMode::ReadOnly)?)?;
+    let id = conn.query_row("SELECT max(value) FROM metadata WHERE key = 'build_id'", [], |r| r.get(0))?;
+    Ok(id)
+}
+
+/// `ATTACH`es the DuckDB file at `path` as `alias`.
+fn attach(conn: &Connection, path: &Path, alias: &str, read_only: bool) -> Result<(), LoadError> {
+    let mode = if read_only { " (READ_ONLY)" } else { "" };
+    let sql = format!("ATTACH '{}' AS {alias}{mode}", path.display().to_string().replace('\'', "''"));
+    conn.execute_batch(&sql).map_err(db(format!("attaching {}", path.display())))
 }
 
 /// This month's changes, for the build report.
@@ -94,49 +130,73 @@ fn first_kept(month: &str, keep: u32) -> Option<String> {
 }
 
 impl Loader {
-    /// Creates the `changes` table: the history of `previous` from the last `keep_months`
-    /// months (this one included: a previous dataset of this very month, built again, hands its
-    /// changes over as they are), then this month's events from `files` (see the module docs).
-    /// Without a previous dataset the table stays empty.
+    /// Writes this build's history file (see the module docs): the history of `previous` from
+    /// the last `keep_months` months (this one included: a previous dataset of this very month,
+    /// built again, hands its changes over as they are), then this month's events from `files`.
+    /// Without a previous dataset there is no history file.
     pub fn record_changes(
-        &self,
+        &mut self,
         month: &str,
         files: &[cnpj_index::ChangeFile],
         previous: Option<&PreviousDataset>,
         keep_months: u32,
     ) -> Result<ChangeSummary, LoadError> {
-        let conn = self.conn();
-        conn.execute_batch(CHANGES_DDL).map_err(db("creating changes"))?;
         let mut summary = ChangeSummary::default();
-        let Some(previous) = previous else {
-            conn.execute_batch(CHANGE_MONTHS).map_err(db("creating change_months"))?;
-            return Ok(summary);
+        let Some(previous) = previous else { return Ok(summary) };
+        // Each step's time, in the debug log (`-vv`).
+        let mut clock = std::time::Instant::now();
+        let mut lap = |step: &str| {
+            tracing::debug!(step, seconds = clock.elapsed().as_secs_f64(), "recording the changes");
+            clock = std::time::Instant::now();
         };
         let first = first_kept(month, keep_months).unwrap_or_else(|| month.to_owned());
-        let attach =
-            format!("ATTACH '{}' AS previous (READ_ONLY)", previous.path.display().to_string().replace('\'', "''"));
-        conn.execute_batch(&attach).map_err(db(format!("attaching {}", previous.path.display())))?;
-        let has_history: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'previous' AND table_name = 'changes'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(db("reading the previous history"))?;
-        if has_history > 0 {
-            summary.history_rows = conn
-                .execute(
+        let path = self.history_file();
+        let io = |source| LoadError::Io { path: path.clone(), source };
+        // The months whose companies are (re)computed: this one, or all of a history carried
+        // over from a table.
+        let mut months = vec![month.to_owned()];
+        if let PreviousHistory::File(from) = &previous.history {
+            std::fs::copy(from, &path).map_err(io)?;
+        } else {
+            let conn = Connection::open(&path).map_err(db(format!("creating {}", path.display())))?;
+            conn.execute_batch(cnpj_index::HISTORY_DDL).map_err(db("creating the history's tables"))?;
+        }
+        self.history = true;
+        let conn = self.conn();
+        attach(conn, &path, "history", false)?;
+        match &previous.history {
+            PreviousHistory::File(_) => {
+                conn.execute("DELETE FROM history.changes WHERE month < ? OR month > ?", [&first, month])
+                    .map_err(db("deleting the months that drop out of the history"))?;
+                conn.execute("DELETE FROM history.change_companies WHERE month < ? OR month >= ?", [&first, month])
+                    .map_err(db("deleting the months that drop out of the history"))?;
+            }
+            PreviousHistory::Table => {
+                attach(conn, &previous.path, "previous", true)?;
+                conn.execute(
                     &format!(
-                        "INSERT INTO changes SELECT {COLUMNS} FROM previous.changes WHERE month >= ? AND month <= ?"
+                        "INSERT INTO history.changes SELECT {COLUMNS} FROM previous.changes \
+                         WHERE month >= ? AND month <= ?"
                     ),
                     [&first, month],
                 )
-                .map_err(db("carrying the history over"))? as u64;
+                .map_err(db("carrying the history over"))?;
+                conn.execute_batch("DETACH previous").map_err(db("detaching the previous dataset"))?;
+                let mut stmt = conn
+                    .prepare("SELECT DISTINCT month FROM history.changes WHERE month < ? ORDER BY month")
+                    .map_err(db("reading the history's months"))?;
+                let carried = stmt.query_map([month], |r| r.get(0)).map_err(db("reading the history's months"))?;
+                months.splice(0..0, carried.collect::<Result<Vec<String>, _>>().map_err(db("reading the history"))?);
+            }
+            PreviousHistory::None => {}
         }
-        conn.execute_batch("DETACH previous").map_err(db("detaching the previous dataset"))?;
+        summary.history_rows = conn
+            .query_row("SELECT count(*) FROM history.changes", [], |r| r.get::<_, i64>(0))
+            .map_err(db("counting the history"))? as u64;
+        lap("history carried over");
 
         // This month's events are staged in a temporary table (memory, spilled to DuckDB's temp
-        // folder): staged in the file, they would leave its blocks free but allocated there.
+        // folder), then appended in the served order.
         let staging = ddl(ChangeBatch::TABLE, &ChangeBatch::schema()).replacen("CREATE TABLE", "CREATE TEMP TABLE", 1);
         conn.execute_batch(&staging).map_err(db("creating stg_changes"))?;
         let mut appender = conn
@@ -158,6 +218,7 @@ impl Loader {
         appender.append_record_batch(batch.take().data).map_err(db("appending to stg_changes"))?;
         appender.flush().map_err(db("appending to stg_changes"))?;
         drop(appender);
+        lap("events staged");
 
         let markers = format!("('{}', '{}')", cnpj_index::MARKER_COMPANY_NEW, cnpj_index::MARKER_COMPANY_GONE);
         conn.execute_batch(&format!(
@@ -179,14 +240,34 @@ impl Loader {
              DROP TABLE heads;"
         ))
         .map_err(db("finding the head offices of company events"))?;
+        lap("head offices found");
         conn.execute(
-            "INSERT INTO changes SELECT ? AS month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae \
+            "INSERT INTO history.changes SELECT ? AS month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae \
              FROM stg_changes ORDER BY cnpj, cnpj_basico, event, field, old, new",
             [month],
         )
         .map_err(db("recording the changes"))?;
         conn.execute_batch("DROP TABLE stg_changes").map_err(db("dropping stg_changes"))?;
-        conn.execute_batch(CHANGE_MONTHS).map_err(db("creating change_months"))?;
+        lap("events appended");
+        for month in &months {
+            let mut companies = cnpj_index::Companies::default();
+            let mut stmt = conn
+                .prepare("SELECT DISTINCT cnpj_basico FROM history.changes WHERE month = ?")
+                .map_err(db("listing a month's companies"))?;
+            let mut rows = stmt.query([month]).map_err(db("listing a month's companies"))?;
+            while let Some(row) = rows.next().map_err(db("listing a month's companies"))? {
+                let basico: String = row.get(0).map_err(db("listing a month's companies"))?;
+                if !companies.insert(&basico) {
+                    return Err(LoadError::CompanyBase { month: month.clone(), basico });
+                }
+            }
+            conn.execute(
+                "INSERT INTO history.change_companies VALUES (?, ?)",
+                duckdb::params![month, companies.to_bytes()],
+            )
+            .map_err(db("storing a month's companies"))?;
+        }
+        lap("companies stored");
         let counts = |sql: &str| -> Result<Vec<(String, u64)>, LoadError> {
             let mut stmt = conn.prepare(sql).map_err(db("counting the changes"))?;
             let rows = stmt
@@ -195,9 +276,9 @@ impl Loader {
             rows.collect::<Result<Vec<_>, _>>().map_err(db("counting the changes"))
         };
         summary.events =
-            counts("SELECT event, count(*) FROM changes WHERE month = ? GROUP BY event ORDER BY 2 DESC, 1")?;
+            counts("SELECT event, count(*) FROM history.changes WHERE month = ? GROUP BY event ORDER BY 2 DESC, 1")?;
         summary.states = counts(
-            "SELECT coalesce(uf, '') AS uf, count(*) FROM changes WHERE month = ? GROUP BY 1 ORDER BY 2 DESC, 1",
+            "SELECT coalesce(uf, '') AS uf, count(*) FROM history.changes WHERE month = ? GROUP BY 1 ORDER BY 2 DESC, 1",
         )?;
         Ok(summary)
     }
@@ -219,5 +300,40 @@ mod tests {
         check("2026-01", 2, Some("2025-12"));
         check("2026-01", 0, Some("2026-01"));
         check("march", 24, None);
+    }
+
+    /// A dataset file with `build_id` = `id` (and a `changes` table when `table`), and beside it
+    /// a history of build `history` when given.
+    fn dataset(dir: &Path, id: &str, table: bool, history: Option<&str>) -> PathBuf {
+        let path = dir.join(format!("{id}-{table}-{history:?}.duckdb"));
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE metadata (key VARCHAR PRIMARY KEY, value VARCHAR)").unwrap();
+        conn.execute("INSERT INTO metadata VALUES ('build_id', ?)", [id]).unwrap();
+        if table {
+            conn.execute_batch("CREATE TABLE changes (month VARCHAR)").unwrap();
+        }
+        if let Some(history) = history {
+            let conn = Connection::open(cnpj_index::history_path(&path)).unwrap();
+            conn.execute_batch(cnpj_index::HISTORY_DDL).unwrap();
+            conn.execute("INSERT INTO metadata VALUES ('build_id', ?)", [history]).unwrap();
+        }
+        path
+    }
+
+    #[test]
+    fn the_history_carried_over_is_the_previous_dataset_s_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = |id: &str, table: bool, of: Option<&str>| {
+            let path = dataset(dir.path(), id, table, of);
+            (PreviousDataset::read(&path).unwrap().history, cnpj_index::history_path(&path))
+        };
+        let (found, path) = history("a", false, Some("a"));
+        assert_eq!(found, PreviousHistory::File(path));
+        // Another build's history (a build killed between its renames) is not carried over.
+        assert_eq!(history("b", false, Some("a")).0, PreviousHistory::None);
+        assert_eq!(history("c", true, Some("a")).0, PreviousHistory::Table);
+        // A dataset of the earlier layout hands over its own table.
+        assert_eq!(history("d", true, None).0, PreviousHistory::Table);
+        assert_eq!(history("e", false, None).0, PreviousHistory::None);
     }
 }

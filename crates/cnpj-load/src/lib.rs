@@ -13,6 +13,6 @@ mod runs;
 mod space;
 
 pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch};
-pub use changes::{CHANGE_MONTHS, ChangeSummary, PreviousDataset};
+pub use changes::{ChangeSummary, PreviousDataset, PreviousHistory};
 pub use loader::{FileCounts, LoadError, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};
 pub use runs::{Keyed, RunWriter, Runs, Served, Spill};

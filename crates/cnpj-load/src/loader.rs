@@ -38,6 +38,9 @@ pub enum LoadError {
     Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
     #[error("a merge stopped because its table's appender failed")]
     Stopped,
+    /// The normalizer lets no such base through; the history's company sets cannot hold it.
+    #[error("the history's {month} has a company base {basico:?} that is not 8 characters of [0-9A-Z]")]
+    CompanyBase { month: String, basico: String },
     #[error(transparent)]
     Index(#[from] cnpj_index::IndexError),
 }
@@ -102,6 +105,8 @@ pub struct Loader {
     codes: Codes,
     tmp: PathBuf,
     target: PathBuf,
+    /// Whether this build has a history file (attached as `history`: see `changes.rs`).
+    pub(crate) history: bool,
 }
 
 impl std::fmt::Debug for Loader {
@@ -124,7 +129,7 @@ impl Loader {
         }
         remove_abandoned_builds(dir, &name);
         let tmp = dir.join(format!(".{name}.building-{}", std::process::id()));
-        let mut loader = Loader { conn: None, codes: Codes::default(), tmp, target: target.to_owned() };
+        let mut loader = Loader { conn: None, codes: Codes::default(), tmp, target: target.to_owned(), history: false };
         loader.remove_tmp();
         let conn = Connection::open(&loader.tmp).map_err(db(format!("cannot create {}", loader.tmp.display())))?;
         // Insertion order stays on (DuckDB's default): the served tables are appended in key
@@ -165,6 +170,12 @@ impl Loader {
     /// renames them beside the target (deleted with the temporary database on failure).
     pub fn serving_files(&self) -> (PathBuf, PathBuf) {
         (cnpj_index::lookup_path(&self.tmp), cnpj_index::search_index_path(&self.tmp))
+    }
+
+    /// Where the history file of this build is written until the commit renames it beside the
+    /// target (deleted with the temporary database on failure).
+    pub(crate) fn history_file(&self) -> PathBuf {
+        cnpj_index::history_path(&self.tmp)
     }
 
     /// Keeps what the stores counted (the codes their rows carry) for the report's unknown codes.
@@ -310,9 +321,10 @@ impl Loader {
         Ok(unknown)
     }
 
-    /// Writes the metadata table, checkpoints and closes the file, then renames the serving files
-    /// (when written: see [`Loader::serving_files`]) and the file over the target's, the DuckDB
-    /// file last: a store uses serving files only when their build id is the file's.
+    /// Writes the metadata table (and the history's `build_id`), checkpoints and closes the files,
+    /// then renames the serving files (when written: see [`Loader::serving_files`]) and the
+    /// history over the target's (a build without one deletes the target's, of another build),
+    /// the DuckDB file last: a store uses the files beside it only when their build id is its own.
     pub fn commit(mut self, metadata: &[(&str, String)]) -> Result<(), LoadError> {
         let conn = self.conn.take().expect("commit once");
         conn.execute_batch("CREATE TABLE metadata (key VARCHAR PRIMARY KEY, value VARCHAR)")
@@ -321,15 +333,30 @@ impl Loader {
             conn.execute("INSERT INTO metadata VALUES (?, ?)", duckdb::params![key, value])
                 .map_err(db("writing metadata"))?;
         }
+        if self.history {
+            conn.execute_batch(
+                "DELETE FROM history.metadata;
+                 INSERT INTO history.metadata SELECT key, value FROM metadata WHERE key IN ('build_id', 'source_month');
+                 CHECKPOINT history;
+                 DETACH history;",
+            )
+            .map_err(db("writing the history's metadata"))?;
+        }
         conn.execute_batch("CHECKPOINT").map_err(db("checkpointing"))?;
         conn.close().map_err(|(_, e)| db("closing the dataset")(e))?;
         let (lookup, search) = self.serving_files();
-        for (from, to) in
-            [(lookup, cnpj_index::lookup_path(&self.target)), (search, cnpj_index::search_index_path(&self.target))]
-        {
+        let history = cnpj_index::history_path(&self.target);
+        for (from, to) in [
+            (lookup, cnpj_index::lookup_path(&self.target)),
+            (search, cnpj_index::search_index_path(&self.target)),
+            (self.history_file(), history.clone()),
+        ] {
             if from.exists() {
                 std::fs::rename(&from, &to).map_err(|source| LoadError::Io { path: to.clone(), source })?;
             }
+        }
+        if !self.history && history.exists() {
+            std::fs::remove_file(&history).map_err(|source| LoadError::Io { path: history.clone(), source })?;
         }
         std::fs::rename(&self.tmp, &self.target)
             .map_err(|source| LoadError::Io { path: self.target.clone(), source })?;
@@ -346,6 +373,9 @@ impl Loader {
         let (lookup, search) = self.serving_files();
         let _ = std::fs::remove_file(lookup);
         let _ = std::fs::remove_file(search);
+        let history = self.history_file();
+        let _ = std::fs::remove_file(format!("{}.wal", history.display()));
+        let _ = std::fs::remove_file(history);
     }
 }
 

@@ -126,22 +126,40 @@ fn fill(
         Connection::open_with_flags(dataset, config).map_err(duck(format!("opening {}", dataset.display())))?;
     // The copy streams read each block once: a small buffer pool keeps the memory flat.
     source.execute_batch("SET memory_limit = '512MB'").map_err(duck("limiting DuckDB's memory"))?;
+    // The changes are in the history file beside the dataset, when there is one of its build.
+    let history = cnpj_index::history_path(dataset).is_file() && {
+        source.execute_batch(&cnpj_index::attach_history_sql(dataset)).map_err(duck("attaching the history"))?;
+        let same: i64 =
+            source.query_row(cnpj_index::SAME_BUILD, [], |r| r.get(0)).map_err(duck("reading the history"))?;
+        if same == 0 {
+            tracing::warn!("the dataset's history file is of another build: no changes are published");
+            source.execute_batch("DETACH history").map_err(duck("detaching the history"))?;
+        }
+        same > 0
+    };
     let mut counts = Vec::new();
     let mut jobs = Vec::new();
     for table in TABLES {
-        let n: i64 = source
-            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        let from = match table {
+            "changes" if history => "history.changes",
+            "changes" => {
+                counts.push((table.to_owned(), 0));
+                continue;
+            }
+            table => table,
+        };
+        // Row ids run to the last row's, past the count when rows were deleted (the history).
+        let (n, end): (i64, i64) = source
+            .query_row(&format!("SELECT count(*), coalesce(max(rowid) + 1, 0) FROM {from}"), [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .map_err(duck(format!("counting {table}")))?;
-        let n = n as u64;
-        counts.push((table.to_owned(), n));
+        counts.push((table.to_owned(), n as u64));
         let columns = columns(admin, building, table)?;
         let mut start = 0;
-        loop {
-            jobs.push(Job { table, columns: columns.clone(), rows: start..(start + PART_ROWS).min(n) });
+        while start < end as u64 {
+            jobs.push(Job { table, from, columns: columns.clone(), rows: start..(start + PART_ROWS).min(end as u64) });
             start += PART_ROWS;
-            if start >= n {
-                break;
-            }
         }
     }
     let source = Mutex::new(source);
@@ -312,6 +330,8 @@ pub fn rollback(url: &str, schema: &str) -> Result<(), PublishError> {
 /// One COPY stream's work: a rowid range of one table.
 struct Job {
     table: &'static str,
+    /// Where its rows are read: the table, or `history.changes`.
+    from: &'static str,
     columns: Vec<(String, String)>,
     rows: std::ops::Range<u64>,
 }
@@ -331,8 +351,7 @@ fn columns(client: &mut Client, schema: &str, table: &str) -> Result<Vec<(String
 fn copy(source: &Connection, client: &mut Client, schema: &str, job: &Job) -> Result<u64, PublishError> {
     let names: Vec<&str> = job.columns.iter().map(|(n, _)| n.as_str()).collect();
     let list = names.join(", ");
-    let sql =
-        format!("SELECT {list} FROM {} WHERE rowid >= {} AND rowid < {}", job.table, job.rows.start, job.rows.end);
+    let sql = format!("SELECT {list} FROM {} WHERE rowid >= {} AND rowid < {}", job.from, job.rows.start, job.rows.end);
     let context = format!("reading {} rows {}..{}", job.table, job.rows.start, job.rows.end);
     let mut stmt = source.prepare(&sql).map_err(duck(context.clone()))?;
     let batches = stmt.stream_arrow([]).map_err(duck(context))?;

@@ -61,6 +61,8 @@ struct Pool {
 
 pub(crate) struct Backend {
     source: Source,
+    /// DuckDB: whether the dataset's history file (of its build) is attached as `history`.
+    pub(crate) history: bool,
     /// DuckDB: the connection others are cloned from.
     primary: Option<Mutex<duckdb::Connection>>,
     pool: Mutex<Pool>,
@@ -91,16 +93,23 @@ impl Backend {
                      SET disabled_optimizers = 'late_materialization'",
                 )
                 .map_err(|e| open_err(e.into()))?;
+                let history = attach_history(&conn, path).map_err(|e| open_err(e.into()))?;
                 Ok(Backend {
                     source: source.clone(),
+                    history,
                     primary: Some(Mutex::new(conn)),
                     pool: Mutex::default(),
                     freed: Condvar::new(),
                 })
             }
             Source::Postgres { .. } => {
-                let backend =
-                    Backend { source: source.clone(), primary: None, pool: Mutex::default(), freed: Condvar::new() };
+                let backend = Backend {
+                    source: source.clone(),
+                    history: false,
+                    primary: None,
+                    pool: Mutex::default(),
+                    freed: Condvar::new(),
+                };
                 let conn = backend.connect().map_err(|e| open_err(e.to_string().into()))?;
                 backend.checkin(Some(conn), true);
                 Ok(backend)
@@ -169,6 +178,19 @@ impl Backend {
         self.freed.notify_one();
     }
 
+    /// DuckDB: the (text, bytes) rows of `sql`, whose columns are a text and a BLOB.
+    pub(crate) fn blobs(&self, context: &'static str, sql: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let mut conn = self.checkout()?;
+        let result = match &mut conn {
+            Conn::DuckDb(c) => c.prepare(sql).and_then(|mut stmt| {
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<duckdb::Result<Vec<_>>>()
+            }),
+            Conn::Postgres(_) => unreachable!("blobs are read from DuckDB files"),
+        };
+        self.checkin(Some(conn), false);
+        result.map_err(|e| StoreError::Query { context, error: e.to_string() })
+    }
+
     /// Runs `sql` with text parameters (`$1`, `$2`, …) on a pooled connection.
     pub(crate) fn rows(&self, context: &'static str, sql: &str, params: &[String]) -> Result<Vec<TextRow>, StoreError> {
         let mut conn = self.checkout()?;
@@ -181,6 +203,21 @@ impl Backend {
         self.checkin((!broken).then_some(conn), false);
         result
     }
+}
+
+/// Attaches the history file beside the dataset at `path` as `history`, when there is one of
+/// the dataset's build (another build's is left, with a warning: no changes are served).
+fn attach_history(conn: &duckdb::Connection, path: &std::path::Path) -> duckdb::Result<bool> {
+    if !cnpj_index::history_path(path).is_file() {
+        return Ok(false);
+    }
+    conn.execute_batch(&cnpj_index::attach_history_sql(path))?;
+    let same: i64 = conn.query_row(cnpj_index::SAME_BUILD, [], |r| r.get(0))?;
+    if same == 0 {
+        tracing::warn!(dataset = %path.display(), "the history file is of another build: no changes are served");
+        conn.execute_batch("DETACH history")?;
+    }
+    Ok(same > 0)
 }
 
 fn duck_rows(conn: &duckdb::Connection, sql: &str, params: &[String]) -> duckdb::Result<Vec<TextRow>> {

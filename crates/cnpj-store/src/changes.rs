@@ -1,5 +1,6 @@
-//! Month over month (contract §9): the `changes` table filtered, counted and paged, and the
-//! history of one company or establishment; items with their code fields labelled in a locale.
+//! Month over month (contract §9): the `changes` table (Postgres; a DuckDB dataset's history
+//! file) filtered, counted and paged, and the history of one company or establishment; items with
+//! their code fields labelled in a locale.
 //!
 //! The served order is month, cnpj (NULLs last), cnpj_basico, event, field, old, new. The backends
 //! differ in how a page is read. A DuckDB file stores the table in that order (the build appends
@@ -74,7 +75,7 @@ pub struct ChangeFilters {
 
 impl ChangeFilters {
     /// The WHERE clause (empty, or ` WHERE …` with `$n` placeholders) and its parameters;
-    /// `months`, when given, narrows the scan to those months (a company's, from `change_months`).
+    /// `months`, when given, narrows the scan to those months (a company's, from `change_companies`).
     pub(crate) fn sql(&self, months: Option<&[String]>) -> (String, Vec<String>) {
         let mut clauses = Vec::new();
         let mut params: Vec<String> = Vec::new();
@@ -183,24 +184,46 @@ fn parse(stored: Option<String>) -> Value {
     }
 }
 
-/// Which month-over-month tables a dataset has: a DuckDB file built before them has neither (it
-/// has no changes to serve), and Postgres has no `change_months` (its index on `cnpj_basico`
-/// serves instead).
-#[derive(Clone, Copy, Debug)]
+/// Where a dataset's changes are: Postgres has `changes` in its schema (and an index on
+/// `cnpj_basico` finds a company's rows); a DuckDB file has them in its history file, attached as
+/// `history`, with each month's companies (`change_companies`, read into memory here), or has
+/// none (built without a previous month, or before month over month).
+#[derive(Debug)]
 pub(crate) struct ChangeTables {
-    pub(crate) changes: bool,
-    pub(crate) change_months: bool,
+    /// The table, `None` when there are no changes to serve.
+    table: Option<&'static str>,
+    /// DuckDB: each month's companies with changes, oldest month first.
+    companies: Option<Vec<(String, cnpj_index::Companies)>>,
 }
 
 impl ChangeTables {
     pub(crate) fn of(backend: &Backend) -> Result<ChangeTables, StoreError> {
         if backend.dialect() == Dialect::Postgres {
-            return Ok(ChangeTables { changes: true, change_months: false });
+            return Ok(ChangeTables { table: Some("changes"), companies: None });
         }
-        let sql = "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('changes', 'change_months')";
-        let names: Vec<String> = backend.rows("tables", sql, &[])?.iter().map(|r| text(r, 0)).collect();
-        let has = |name: &str| names.iter().any(|n| n == name);
-        Ok(ChangeTables { changes: has("changes"), change_months: has("change_months") })
+        if !backend.history {
+            return Ok(ChangeTables { table: None, companies: None });
+        }
+        // A history without its companies (none is written so: the load benchmark's baseline)
+        // finds a company's changes in every month.
+        let sql = "SELECT CAST(count(*) AS VARCHAR) FROM duckdb_tables() \
+                   WHERE database_name = 'history' AND table_name = 'change_companies'";
+        if backend.rows("change companies", sql, &[])?.first().is_none_or(|r| text(r, 0) == "0") {
+            return Ok(ChangeTables { table: Some("history.changes"), companies: None });
+        }
+        let sql = "SELECT month, companies FROM history.change_companies ORDER BY month";
+        let mut companies = Vec::new();
+        for (month, bytes) in backend.blobs("change companies", sql)? {
+            match cnpj_index::Companies::from_bytes(&bytes) {
+                Ok(set) => companies.push((month, set)),
+                Err(error) => {
+                    // Damaged: the changes are still served, each company's found in every month.
+                    tracing::warn!(month, %error, "a month's companies in the history cannot be read");
+                    return Ok(ChangeTables { table: Some("history.changes"), companies: None });
+                }
+            }
+        }
+        Ok(ChangeTables { table: Some("history.changes"), companies: Some(companies) })
     }
 }
 
@@ -227,17 +250,17 @@ impl Store {
         per_page: u64,
         locale: Locale,
     ) -> Result<(u64, Vec<Change>), StoreError> {
-        let months = self.company_months(filters)?;
-        if !self.tables.changes || months.as_ref().is_some_and(Vec::is_empty) {
+        let months = self.company_months(filters);
+        let Some(table) = self.tables.table.filter(|_| months.as_ref().is_none_or(|m| !m.is_empty())) else {
             return Ok((0, Vec::new()));
-        }
+        };
         let (clause, params) = filters.sql(months.as_deref());
         let offset = page.saturating_sub(1).saturating_mul(per_page);
-        let tallied = self.tallied(filters)?;
+        let tallied = self.tallied(table, filters)?;
         let (total, rows) = match (self.backend.dialect(), tallied) {
             (_, Some(total)) if offset >= total => (total, Vec::new()),
-            (Dialect::DuckDb, tallied) => self.duckdb_page(&clause, &params, tallied, offset, per_page)?,
-            (Dialect::Postgres, tallied) => self.postgres_page(&clause, &params, tallied, offset, per_page)?,
+            (Dialect::DuckDb, tallied) => self.duckdb_page(table, &clause, &params, tallied, offset, per_page)?,
+            (Dialect::Postgres, tallied) => self.postgres_page(table, &clause, &params, tallied, offset, per_page)?,
         };
         Ok((total, rows.into_iter().map(|r| self.change(r, locale)).collect()))
     }
@@ -252,6 +275,7 @@ impl Store {
     /// the page's row groups (BENCHMARKS.md, "Month over month at 1.0, measured").
     fn duckdb_page(
         &self,
+        table: &str,
         clause: &str,
         params: &[String],
         tallied: Option<u64>,
@@ -260,14 +284,14 @@ impl Store {
     ) -> Result<(u64, Vec<TextRow>), StoreError> {
         let total_column = if tallied.is_some() { "" } else { ", CAST(count(*) OVER () AS VARCHAR)" };
         let sql = format!(
-            "SELECT CAST(rowid AS VARCHAR), month, cnpj{total_column} FROM changes{clause} LIMIT {per_page} OFFSET {offset}"
+            "SELECT CAST(rowid AS VARCHAR), month, cnpj{total_column} FROM {table}{clause} LIMIT {per_page} OFFSET {offset}"
         );
         let ids = self.backend.rows("changes page ids", &sql, params)?;
         let total = match (tallied, ids.first()) {
             (Some(total), _) => total,
             (None, Some(first)) => text(first, 3).parse().unwrap_or(0),
             (None, None) if offset == 0 => 0,
-            (None, None) => self.count(clause, params)?,
+            (None, None) => self.count(table, clause, params)?,
         };
         let (Some(first), Some(last)) = (ids.first(), ids.last()) else { return Ok((total, Vec::new())) };
         let id = |row: &TextRow| text(row, 0).parse::<i64>().unwrap_or(0);
@@ -282,7 +306,7 @@ impl Store {
             range.push_str(&format!(" AND cnpj BETWEEN ${} AND ${}", params.len() - 1, params.len()));
         }
         let clause = if clause.is_empty() { format!(" WHERE {range}") } else { format!("{clause} AND {range}") };
-        let rows = self.backend.rows("changes page", &format!("SELECT {COLUMNS} FROM changes{clause}"), &params)?;
+        let rows = self.backend.rows("changes page", &format!("SELECT {COLUMNS} FROM {table}{clause}"), &params)?;
         Ok((total, rows))
     }
 
@@ -291,6 +315,7 @@ impl Store {
     /// are the total).
     fn postgres_page(
         &self,
+        table: &str,
         clause: &str,
         params: &[String],
         tallied: Option<u64>,
@@ -299,7 +324,7 @@ impl Store {
     ) -> Result<(u64, Vec<TextRow>), StoreError> {
         let select = |limit: u64, offset: u64| {
             let sql = format!(
-                "SELECT {COLUMNS} FROM changes{clause} ORDER BY month, {ORDER_AFTER_MONTH} LIMIT {limit} OFFSET {offset}"
+                "SELECT {COLUMNS} FROM {table}{clause} ORDER BY month, {ORDER_AFTER_MONTH} LIMIT {limit} OFFSET {offset}"
             );
             self.backend.rows("changes page", &sql, params)
         };
@@ -313,7 +338,7 @@ impl Store {
             let rows = first.drain((offset as usize).min(read)..(end as usize).min(read)).collect();
             return Ok((read as u64, rows));
         }
-        let total = self.count(clause, params)?;
+        let total = self.count(table, clause, params)?;
         let rows = if end <= read as u64 {
             first.drain(offset as usize..end as usize).collect()
         } else if offset >= total {
@@ -325,32 +350,32 @@ impl Store {
     }
 
     /// The number of changes matching `clause`.
-    fn count(&self, clause: &str, params: &[String]) -> Result<u64, StoreError> {
-        let sql = format!("SELECT CAST(count(*) AS VARCHAR) FROM changes{clause}");
+    fn count(&self, table: &str, clause: &str, params: &[String]) -> Result<u64, StoreError> {
+        let sql = format!("SELECT CAST(count(*) AS VARCHAR) FROM {table}{clause}");
         let count = self.backend.rows("changes count", &sql, params)?;
         Ok(count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0))
     }
 
-    /// With a CNPJ filter on a DuckDB file: the months of its company's changes, from
-    /// `change_months` (see cnpj-load's `changes.rs`); `None` otherwise.
-    fn company_months(&self, filters: &ChangeFilters) -> Result<Option<Vec<String>>, StoreError> {
-        let Some(query) = filters.cnpj.as_ref().filter(|_| self.tables.change_months) else { return Ok(None) };
-        let sql = "SELECT month FROM change_months WHERE cnpj_basico = $1";
-        let rows = self.backend.rows("change months", sql, &[query.basico().to_owned()])?;
-        Ok(Some(rows.iter().map(|r| text(r, 0)).collect()))
+    /// With a CNPJ filter on a DuckDB file: the months of its company's changes, from each
+    /// month's companies (see cnpj-index's `history.rs`); `None` otherwise.
+    fn company_months(&self, filters: &ChangeFilters) -> Option<Vec<String>> {
+        let (query, companies) = (filters.cnpj.as_ref()?, self.tables.companies.as_ref()?);
+        Some(companies.iter().filter(|(_, set)| set.contains(query.basico())).map(|(m, _)| m.clone()).collect())
     }
 
     /// The total of `filters` from the tally, when they filter on month, since, event and state
     /// alone.
-    fn tallied(&self, filters: &ChangeFilters) -> Result<Option<u64>, StoreError> {
+    fn tallied(&self, table: &str, filters: &ChangeFilters) -> Result<Option<u64>, StoreError> {
         if filters.city_id.is_some() || filters.business_sector.is_some() || filters.cnpj.is_some() {
             return Ok(None);
         }
         let tally = match self.tally.get() {
             Some(tally) => tally,
             None => {
-                let sql = "SELECT month, event, uf, CAST(count(*) AS VARCHAR) FROM changes GROUP BY month, event, uf";
-                let rows = self.backend.rows("changes tally", sql, &[])?;
+                let sql = format!(
+                    "SELECT month, event, uf, CAST(count(*) AS VARCHAR) FROM {table} GROUP BY month, event, uf"
+                );
+                let rows = self.backend.rows("changes tally", &sql, &[])?;
                 let tally = rows
                     .iter()
                     .map(|r| Tally {
@@ -377,13 +402,14 @@ impl Store {
     /// record now.
     pub fn history(&self, query: &CnpjQuery, locale: Locale) -> Result<Option<Vec<Change>>, StoreError> {
         let filters = ChangeFilters { cnpj: Some(*query), ..Default::default() };
-        let months = self.company_months(&filters)?;
-        let rows = if !self.tables.changes || months.as_ref().is_some_and(Vec::is_empty) {
-            Vec::new()
-        } else {
-            let (clause, params) = filters.sql(months.as_deref());
-            let sql = format!("SELECT {COLUMNS} FROM changes{clause} ORDER BY month DESC, {ORDER_AFTER_MONTH}");
-            self.backend.rows("history", &sql, &params)?
+        let months = self.company_months(&filters);
+        let rows = match self.tables.table.filter(|_| months.as_ref().is_none_or(|m| !m.is_empty())) {
+            None => Vec::new(),
+            Some(table) => {
+                let (clause, params) = filters.sql(months.as_deref());
+                let sql = format!("SELECT {COLUMNS} FROM {table}{clause} ORDER BY month DESC, {ORDER_AFTER_MONTH}");
+                self.backend.rows("history", &sql, &params)?
+            }
         };
         if rows.is_empty() && self.find(&[key_of(query)], false)?.pop().flatten().is_none() {
             return Ok(None);

@@ -133,7 +133,7 @@ fn tables(locale: Locale) -> Vec<(&'static str, String, &'static str, bool)> {
         ("tax_regimes", "SELECT cnpj_basico, cnpj, ano, regime FROM regimes_tributarios".into(), "cnpj_basico", false),
         (
             "changes",
-            "SELECT month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae FROM changes".into(),
+            "SELECT month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae FROM history.changes".into(),
             "cnpj_basico",
             true,
         ),
@@ -207,6 +207,17 @@ pub fn export(opts: &ExportOptions) -> Result<Manifest, ExportError> {
             .map_err(db_err("reading the metadata".into()))
     };
     let (build_id, month) = (meta("build_id")?, meta("source_month")?);
+    // The changes are in the history file beside the dataset, when there is one of its build.
+    let history = cnpj_index::history_path(&opts.db).is_file() && {
+        conn.execute_batch(&cnpj_index::attach_history_sql(&opts.db))
+            .map_err(db_err("attaching the history".into()))?;
+        let same: i64 =
+            conn.query_row(cnpj_index::SAME_BUILD, [], |r| r.get(0)).map_err(db_err("reading the history".into()))?;
+        if same == 0 {
+            tracing::warn!("the dataset's history file is of another build: its changes are not exported");
+        }
+        same > 0
+    };
 
     let filtered = opts.filters != SearchFilters::default();
     if filtered {
@@ -242,10 +253,14 @@ pub fn export(opts: &ExportOptions) -> Result<Manifest, ExportError> {
     };
     for (table, select, key, has_uf) in tables(opts.locale) {
         if table == "changes" {
-            let present: i64 = conn
-                .query_row("SELECT count(*) FROM (SELECT 1 FROM changes LIMIT 1)", [], |r| r.get(0))
-                .map_err(db_err("reading changes".into()))?;
-            if present == 0 {
+            let present = history
+                && conn
+                    .query_row("SELECT count(*) FROM (SELECT 1 FROM history.changes LIMIT 1)", [], |r| {
+                        r.get::<_, i64>(0)
+                    })
+                    .map_err(db_err("reading changes".into()))?
+                    > 0;
+            if !present {
                 continue;
             }
         }

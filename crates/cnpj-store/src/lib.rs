@@ -24,7 +24,7 @@ pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
 pub use changes::{Change, ChangeFilters, EVENTS};
 use cnpj_index::{Lookup, LookupTable, SearchIndex};
-pub use cnpj_index::{LookupError, SearchIndexError, lookup_path, search_index_path};
+pub use cnpj_index::{LookupError, SearchIndexError, history_path, lookup_path, search_index_path};
 pub use export::{
     Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, MANIFEST_FILE, Manifest, export,
 };

@@ -47,10 +47,10 @@ fn serve(dir: tempfile::TempDir, db: PathBuf, extra: &[&str]) -> Server {
 
 type Row = Vec<Option<String>>;
 
-/// The rows of the `changes` table in their stored order, or in `order`.
+/// The rows of the `changes` table of `db`'s history file in their stored order, or in `order`.
 fn stored(db: &Path, order: &str) -> Vec<Row> {
     let config = duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap();
-    let conn = duckdb::Connection::open_with_flags(db, config).unwrap();
+    let conn = duckdb::Connection::open_with_flags(cnpj_index::history_path(db), config).unwrap();
     let sql =
         format!("SELECT month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae FROM changes {order}");
     let mut stmt = conn.prepare(&sql).unwrap();
@@ -85,7 +85,7 @@ fn the_next_month_records_exactly_the_planted_events() {
     let months = three_months(dir.path());
     let listed = listed_events();
     assert_eq!(listed.len(), 21, "QUIRKS.md lists one row per event");
-    assert!(stored(&months[0], "").is_empty(), "a first month records no change");
+    assert!(!cnpj_index::history_path(&months[0]).exists(), "a first month records no change");
     let october = stored(&months[1], "");
     assert!(october == listed, "recorded:\n{october:#?}\nlisted:\n{listed:#?}");
     // Every event name of contract §9 is planted.
@@ -354,15 +354,17 @@ fn postgres_changes_answer_byte_for_byte_like_duckdb() {
     assert_eq!(duck.credits("pat"), pg.credits("pat"), "the same credits were charged");
 }
 
-/// Replaces the `changes` of the dataset `db` by 3,000 synthetic ones over three months, stored
-/// in the served order as a build stores them, with their `change_months` (a page beyond the
-/// first 1,000 matches, totals counted rather than tallied, NULL CNPJs and places).
+/// Gives the dataset `db` a history file of 4,500 synthetic changes over three months, stored in
+/// the served order as a build stores them, with each month's companies (a page beyond the first
+/// 1,000 matches, totals counted rather than tallied, NULL CNPJs and places).
 fn synthetic_changes(db: &Path) {
-    let conn = duckdb::Connection::open(db).unwrap();
-    conn.execute_batch(
-        "DROP TABLE changes;
-         DROP TABLE change_months;
-         CREATE TABLE changes AS
+    let conn = duckdb::Connection::open(cnpj_index::history_path(db)).unwrap();
+    conn.execute_batch(cnpj_index::HISTORY_DDL).unwrap();
+    conn.execute_batch(&format!(
+        "ATTACH '{}' AS dataset (READ_ONLY);
+         INSERT INTO metadata SELECT key, value FROM dataset.metadata WHERE key = 'build_id';
+         DETACH dataset;
+         INSERT INTO changes
          SELECT printf('2026-%02d', 1 + i % 3) AS month,
                 CASE WHEN i % 97 = 0 THEN NULL ELSE printf('%08d0001%02d', i % 400, i % 89) END AS cnpj,
                 printf('%08d', i % 400) AS cnpj_basico,
@@ -373,11 +375,21 @@ fn synthetic_changes(db: &Path) {
                 CASE WHEN i % 97 = 0 THEN NULL ELSE ['SP', 'RJ', 'AC'][1 + (i // 3) % 3] END AS uf,
                 CASE WHEN i % 97 = 0 THEN NULL ELSE ['7107', '6001'][1 + (i // 5) % 2] END AS municipio,
                 CASE WHEN i % 97 = 0 THEN NULL ELSE ['6201501', '4751201'][1 + (i // 7) % 2] END AS cnae
-         FROM range(3000) t(i)
+         FROM range(4500) t(i)
          ORDER BY month, cnpj NULLS LAST, cnpj_basico, event, field NULLS LAST, old NULLS LAST, new NULLS LAST",
-    )
+        db.display()
+    ))
     .unwrap();
-    conn.execute_batch(cnpj_load::CHANGE_MONTHS).unwrap();
+    let mut months = std::collections::BTreeMap::<String, cnpj_index::Companies>::new();
+    let mut stmt = conn.prepare("SELECT DISTINCT month, cnpj_basico FROM changes").unwrap();
+    for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).unwrap() {
+        let (month, basico) = row.unwrap();
+        assert!(months.entry(month).or_default().insert(&basico));
+    }
+    for (month, companies) in months {
+        conn.execute("INSERT INTO change_companies VALUES (?, ?)", duckdb::params![month, companies.to_bytes()])
+            .unwrap();
+    }
 }
 
 /// What a change item is compared on: month, cnpj, basico, event, field, old and new (JSON).
@@ -446,6 +458,16 @@ fn store_pages_and_totals_are_the_filtered_served_order() {
     let db = dir.path().join("registry.duckdb");
     build_month(&root().join("data/sample-dump"), &db, None);
     synthetic_changes(&db);
+    // The oldest month dropped out as a build drops it: the rows left keep their row ids (the
+    // first is 1,500), which pages and the publication's copy ranges must follow.
+    let conn = duckdb::Connection::open(cnpj_index::history_path(&db)).unwrap();
+    conn.execute_batch(
+        "DELETE FROM changes WHERE month = '2026-01'; DELETE FROM change_companies WHERE month = '2026-01'; CHECKPOINT",
+    )
+    .unwrap();
+    let first: i64 = conn.query_row("SELECT min(rowid) FROM changes", [], |r| r.get(0)).unwrap();
+    assert!(first > 0, "row ids start past the deleted month's");
+    drop(conn);
     let all = stored(&db, SERVED_ORDER);
     let url = pg_database();
     publish(&db, &url);
@@ -508,15 +530,18 @@ fn store_pages_and_totals_are_the_filtered_served_order() {
     }
 }
 
-/// A dataset built before month over month (no `changes`, no `change_months`) serves no changes
-/// rather than failing, and a company's history is then empty (or not found, by the 404 rule).
+/// A dataset without a history file of its build (built without a previous month, or beside
+/// another build's history) serves no changes rather than failing or serving another month's,
+/// and a company's history is then empty (or not found, by the 404 rule).
 #[test]
 fn a_dataset_without_changes_serves_none() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("registry.duckdb");
     build_month(&root().join("data/sample-dump"), &db, None);
-    let conn = duckdb::Connection::open(&db).unwrap();
-    conn.execute_batch("DROP TABLE changes; DROP TABLE change_months").unwrap();
+    assert!(!cnpj_index::history_path(&db).exists(), "a build without a previous month has no history");
+    synthetic_changes(&db);
+    let conn = duckdb::Connection::open(cnpj_index::history_path(&db)).unwrap();
+    conn.execute_batch("UPDATE metadata SET value = 'another build' WHERE key = 'build_id'").unwrap();
     drop(conn);
     let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(db.clone())).unwrap();
     let filters = cnpj_store::ChangeFilters { month: Some("2026-11".into()), ..Default::default() };
@@ -528,4 +553,26 @@ fn a_dataset_without_changes_serves_none() {
     let token = s.user("nina", 5);
     let r = get(&s, "/api/v1/changes?month=2026-11", &token);
     assert_eq!((r.status, &r.body["data"]), (200, &serde_json::json!([])), "{}", r.body);
+}
+
+/// A history whose companies of a month cannot be read (a damaged blob) still serves every
+/// change of a company, found in every month, with a warning.
+#[test]
+fn a_damaged_month_of_companies_still_serves_a_company_s_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    build_month(&root().join("data/sample-dump"), &db, None);
+    synthetic_changes(&db);
+    let all = stored(&db, SERVED_ORDER);
+    let conn = duckdb::Connection::open(cnpj_index::history_path(&db)).unwrap();
+    conn.execute_batch("UPDATE change_companies SET companies = '\\x01\\x02'::BLOB WHERE month = '2026-02'").unwrap();
+    drop(conn);
+    let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(db.clone())).unwrap();
+    let basico = all.iter().find(|r| r[0].as_deref() == Some("2026-02")).unwrap()[2].clone().unwrap();
+    let filters =
+        cnpj_store::ChangeFilters { cnpj: Some(cnpj_model::CnpjQuery::parse(&basico).unwrap()), ..Default::default() };
+    let want = oracle(&all, &filters);
+    assert!(want.iter().any(|r| r[0].as_deref() == Some("2026-02")), "the company changed in the damaged month");
+    let (total, items) = store.changes(&filters, 1, 100, cnpj_model::Locale::En).unwrap();
+    assert_eq!((total, items.iter().map(item_key).collect::<Vec<_>>()), (want.len() as u64, want));
 }

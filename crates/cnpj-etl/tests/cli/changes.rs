@@ -1,6 +1,8 @@
 //! Month over month (issue 18): a synthetic month evolved with planted changes and built with
-//! `--previous` holds exactly the planted events in `changes`; the history carries over and is
-//! trimmed to `--keep-months`; a truncated month trips the guard and leaves the dataset.
+//! `--previous` holds exactly the planted events in its history file's `changes`; the history
+//! carries over (from a history file, or from a dataset that kept its changes inside) and is
+//! trimmed to `--keep-months`, each month's companies beside it; a truncated month trips the
+//! guard and leaves the dataset.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -38,11 +40,31 @@ fn planted(month_dir: &Path) -> Events {
 
 fn recorded(db: &Path, month: &str) -> Events {
     let mut out = Events::new();
-    for row in query(db, &format!("SELECT event, field, cnpj, cnpj_basico FROM changes WHERE month = '{month}'")) {
+    for row in
+        query(db, &format!("SELECT event, field, cnpj, cnpj_basico FROM history.changes WHERE month = '{month}'"))
+    {
         let key = if of_establishment(&row[0], &row[1]) { &row[2] } else { &row[3] };
         *out.entry((row[0].clone(), row[1].clone(), key.clone())).or_default() += 1;
     }
     out
+}
+
+/// Each month of the history's companies, and how many there are, from `change_companies`.
+fn companies(db: &Path) -> Vec<(String, u64)> {
+    let conn = duckdb::Connection::open(cnpj_index::history_path(db)).unwrap();
+    let mut stmt = conn.prepare("SELECT month, companies FROM change_companies ORDER BY month").unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))).unwrap();
+    rows.map(|r| {
+        let (month, bytes) = r.unwrap();
+        (month, cnpj_index::Companies::from_bytes(&bytes).unwrap().len())
+    })
+    .collect()
+}
+
+/// The companies of `month` with changes, counted by SQL.
+fn changed_companies(db: &Path, month: &str) -> u64 {
+    let sql = format!("SELECT count(DISTINCT cnpj_basico)::VARCHAR FROM history.changes WHERE month = '{month}'");
+    query(db, &sql)[0][0].parse().unwrap()
 }
 
 fn synth(args: &[&str]) {
@@ -57,11 +79,11 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     synth(&["--scale", "0.0005", "--month", "2026-11", "--out", &path("m1")]);
     synth(&["--evolve-from", &path("m1"), "--out", &path("m2"), "--seed", "7"]);
     synth(&["--evolve-from", &path("m2"), "--out", &path("m3"), "--seed", "8"]);
-    for month in ["a", "b", "c", "d"] {
+    for month in ["a", "b", "c", "d", "e"] {
         std::fs::create_dir(dir.path().join(month)).unwrap();
     }
     let first = build_in(&dir.path().join("m1"), &dir.path().join("a"), &[]);
-    assert_eq!(query(&first.db, "SELECT count(*)::VARCHAR FROM changes"), [["0"]], "no previous month, no change");
+    assert!(!cnpj_index::history_path(&first.db).exists(), "no previous month, no history");
     let second = build_in(&dir.path().join("m2"), &dir.path().join("b"), &["--previous", first.db.to_str().unwrap()]);
     assert_eq!(second.report["source_month"], "2026-12");
     let expected = planted(&dir.path().join("m2"));
@@ -74,8 +96,10 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     let total: u64 = mom["events"].as_array().unwrap().iter().map(|e| e["count"].as_u64().unwrap()).sum();
     assert_eq!(total as usize, expected.values().sum::<usize>());
     // Company events carry their head office now.
-    let headless =
-        query(&second.db, "SELECT count(*)::VARCHAR FROM changes c WHERE cnpj IS NULL OR cnpj_basico <> left(cnpj, 8)");
+    let headless = query(
+        &second.db,
+        "SELECT count(*)::VARCHAR FROM history.changes WHERE cnpj IS NULL OR cnpj_basico <> left(cnpj, 8)",
+    );
     assert_eq!(headless, [["0"]]);
 
     // A third month: the second's changes carried over, the third's added.
@@ -88,15 +112,36 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     );
     let ordered = query(
         &third.db,
-        "SELECT count(*)::VARCHAR FROM (SELECT month, cnpj, lag(month) OVER (ORDER BY rowid) AS pm, lag(cnpj) OVER (ORDER BY rowid) AS pc FROM changes) WHERE pm IS NOT NULL AND (pm, pc) > (month, cnpj)",
+        "SELECT count(*)::VARCHAR FROM (SELECT month, cnpj, lag(month) OVER (ORDER BY rowid) AS pm, lag(cnpj) OVER (ORDER BY rowid) AS pc FROM history.changes) WHERE pm IS NOT NULL AND (pm, pc) > (month, cnpj)",
     );
     assert_eq!(ordered, [["0"]], "rows in month then CNPJ order");
+    let months = ["2026-12", "2027-01"].map(|m| (m.to_owned(), changed_companies(&third.db, m)));
+    assert_eq!(companies(&third.db), months, "each month's companies beside the rows");
+    assert!(months.iter().all(|(_, n)| *n > 0));
     let trimmed = build_in(
         &dir.path().join("m3"),
         &dir.path().join("d"),
         &["--previous", second.db.to_str().unwrap(), "--keep-months", "1"],
     );
-    assert_eq!(query(&trimmed.db, "SELECT DISTINCT month FROM changes"), [["2027-01"]]);
+    assert_eq!(query(&trimmed.db, "SELECT DISTINCT month FROM history.changes"), [["2027-01"]]);
+    assert_eq!(companies(&trimmed.db), [months[1].clone()]);
+
+    // A second month of the earlier layout (its changes inside the dataset, no history file)
+    // hands its history over all the same, each month's companies computed.
+    let conn = duckdb::Connection::open(&second.db).unwrap();
+    let history = cnpj_index::history_path(&second.db);
+    conn.execute_batch(&format!(
+        "ATTACH '{}' AS history; CREATE TABLE changes AS SELECT * FROM history.changes; DETACH history",
+        history.display()
+    ))
+    .unwrap();
+    drop(conn);
+    std::fs::remove_file(&history).unwrap();
+    let converted =
+        build_in(&dir.path().join("m3"), &dir.path().join("e"), &["--previous", second.db.to_str().unwrap()]);
+    assert_eq!(recorded(&converted.db, "2026-12"), expected, "the history carries over from the table");
+    assert_eq!(recorded(&converted.db, "2027-01"), planted(&dir.path().join("m3")));
+    assert_eq!(companies(&converted.db), months);
 }
 
 /// Rewrites the member of `zip` with only its first `keep` lines.
@@ -138,6 +183,7 @@ fn a_truncated_month_trips_the_guard_and_the_served_dataset_stays() {
     assert!(said.contains("CNPJs of last month's"), "{said}");
     assert!(said.contains("--accept-anomalies"), "{said}");
     assert_eq!(std::fs::read(&served.db).unwrap(), before, "the served dataset is untouched");
+    assert!(!cnpj_index::history_path(&served.db).exists(), "the refused month left no history");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(path("r.json")).unwrap()).unwrap();
     let kinds: Vec<&str> = report["month_over_month"]["anomalies"]
         .as_array()

@@ -252,7 +252,7 @@ fn filters_and_partitions_select_establishments_and_their_companies() {
     let next = root().join("data/sample-dump-next");
     let db =
         build_in(&next, &dir.path().join("m2"), &["--previous", first.db.to_str().unwrap(), "--accept-anomalies"]).db;
-    let changes = count(&db, "SELECT * FROM changes");
+    let changes = count(&db, "SELECT * FROM history.changes");
     assert!(changes > 0);
 
     // Everything, partitioned by state: establishments and changes in uf=XX folders.
@@ -286,7 +286,7 @@ fn filters_and_partitions_select_establishments_and_their_companies() {
         ("partners", format!("SELECT * FROM socios WHERE cnpj_basico IN ({selected})")),
         ("simples", format!("SELECT * FROM simples WHERE cnpj_basico IN ({selected})")),
         ("tax_regimes", format!("SELECT * FROM regimes_tributarios WHERE cnpj_basico IN ({selected})")),
-        ("changes", format!("SELECT * FROM changes WHERE cnpj_basico IN ({selected})")),
+        ("changes", format!("SELECT * FROM history.changes WHERE cnpj_basico IN ({selected})")),
     ];
     for (folder, sql) in expected {
         let n = count(&db, &sql);

@@ -111,9 +111,14 @@ fn show(db: &Path, locale: &str, cnpj: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Every row of a query, each value as text (`NULL` as empty).
+/// Every row of a query on a dataset (its history attached as `history` when it has one), each
+/// value as text (`NULL` as empty).
 fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
     let conn = duckdb::Connection::open(db).unwrap();
+    let history = cnpj_index::history_path(db);
+    if history.exists() {
+        conn.execute_batch(&format!("ATTACH '{}' AS history (READ_ONLY)", history.display())).unwrap();
+    }
     let mut stmt = conn.prepare(sql).unwrap();
     let rows = stmt
         .query_map([], |r| {
