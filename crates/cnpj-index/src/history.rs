@@ -34,7 +34,7 @@ pub const SAME_BUILD: &str = "SELECT count(*) FROM history.metadata h JOIN metad
      WHERE key = 'build_id' AND h.value = m.value";
 
 /// `ATTACH` of the history of the dataset at `dataset` as `history`, read-only.
-pub fn attach_sql(dataset: &Path) -> String {
+pub fn attach_history_sql(dataset: &Path) -> String {
     format!("ATTACH '{}' AS history (READ_ONLY)", history_path(dataset).display().to_string().replace('\'', "''"))
 }
 

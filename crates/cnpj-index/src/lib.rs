@@ -15,6 +15,6 @@ mod text;
 
 pub use changes::{ChangeFile, MARKER_COMPANY_GONE, MARKER_COMPANY_NEW, Previous};
 pub use feed::{Fed, Feed, IndexError, ServingWriter};
-pub use history::{Companies, HISTORY_DDL, SAME_BUILD, attach_sql as attach_history_sql, history_path};
+pub use history::{Companies, HISTORY_DDL, SAME_BUILD, attach_history_sql, history_path};
 pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
 pub use search::{Condition, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};
