@@ -205,16 +205,17 @@ impl Backend {
     }
 }
 
-/// Attaches the history file beside the dataset at `path` as `history`, when there is one of
-/// the dataset's build (another build's is left, with a warning: no changes are served).
-fn attach_history(conn: &duckdb::Connection, path: &std::path::Path) -> duckdb::Result<bool> {
+/// Attaches the history file beside the dataset at `path` as `history` to `conn` (on the
+/// dataset), when there is one of the dataset's build (another build's is left, with a warning:
+/// its changes are neither served nor exported).
+pub(crate) fn attach_history(conn: &duckdb::Connection, path: &std::path::Path) -> duckdb::Result<bool> {
     if !cnpj_index::history_path(path).is_file() {
         return Ok(false);
     }
     conn.execute_batch(&cnpj_index::attach_history_sql(path))?;
     let same: i64 = conn.query_row(cnpj_index::SAME_BUILD, [], |r| r.get(0))?;
     if same == 0 {
-        tracing::warn!(dataset = %path.display(), "the history file is of another build: no changes are served");
+        tracing::warn!(dataset = %path.display(), "the history file is of another build: its changes are left out");
         conn.execute_batch("DETACH history")?;
     }
     Ok(same > 0)

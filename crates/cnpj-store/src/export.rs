@@ -16,7 +16,7 @@ use cnpj_model::{Locale, fold};
 use serde::Serialize;
 
 use crate::SearchFilters;
-use crate::backend::Dialect;
+use crate::backend::{Dialect, attach_history};
 
 /// The file format of an export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -208,16 +208,7 @@ pub fn export(opts: &ExportOptions) -> Result<Manifest, ExportError> {
     };
     let (build_id, month) = (meta("build_id")?, meta("source_month")?);
     // The changes are in the history file beside the dataset, when there is one of its build.
-    let history = cnpj_index::history_path(&opts.db).is_file() && {
-        conn.execute_batch(&cnpj_index::attach_history_sql(&opts.db))
-            .map_err(db_err("attaching the history".into()))?;
-        let same: i64 =
-            conn.query_row(cnpj_index::SAME_BUILD, [], |r| r.get(0)).map_err(db_err("reading the history".into()))?;
-        if same == 0 {
-            tracing::warn!("the dataset's history file is of another build: its changes are not exported");
-        }
-        same > 0
-    };
+    let history = attach_history(&conn, &opts.db).map_err(db_err("attaching the history".into()))?;
 
     let filtered = opts.filters != SearchFilters::default();
     if filtered {
