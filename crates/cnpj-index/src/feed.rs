@@ -14,7 +14,7 @@ use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, So
 
 use crate::changes::{ChangeFile, Differ, Previous};
 use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
-use crate::search::{HalfColumns, Postings, SearchIndexError, Table, UPPER, pack, write_index};
+use crate::search::{Field, HalfColumns, Postings, SearchIndexError, Table, UPPER, pack, write_index};
 use crate::text::date_text;
 
 #[derive(Debug, thiserror::Error)]
@@ -366,6 +366,8 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
         }
         p.add_words(Table::Nome, &r.nome_fantasia_fold, ordinal..ordinal + 1);
         p.add_words(Table::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
+        p.add_phrases(Field::Fantasia, &r.nome_fantasia_fold, ordinal..ordinal + 1);
+        p.add_phrases(Field::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
         p.settle();
         if p.bytes > self.writer.spill_bytes {
             self.writer.spill(&mut self.postings)?;
@@ -492,7 +494,8 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
             let p = &mut self.postings;
             p.add_range(Table::Porte, &r.porte_empresa, ordinals.clone());
             p.add_range(Table::Natureza, &r.natureza_juridica, ordinals.clone());
-            p.add_words(Table::Nome, &r.razao_social_fold, ordinals);
+            p.add_words(Table::Nome, &r.razao_social_fold, ordinals.clone());
+            p.add_phrases(Field::Razao, &r.razao_social_fold, ordinals);
             p.settle();
             if p.bytes > self.writer.spill_bytes {
                 self.writer.spill(&mut self.postings)?;

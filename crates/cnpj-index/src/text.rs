@@ -6,46 +6,104 @@ pub(crate) fn words(folded: &str, mut each: impl FnMut(&str)) {
     folded.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).for_each(&mut each);
 }
 
-/// How a word of a search term must stand in a word of the text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Place {
-    /// Anywhere inside a word.
-    Inside,
-    /// At the start of a word (a separator stands before it in the term).
-    Start,
-    /// At the end of a word (a separator follows it in the term).
-    End,
-    /// A whole word.
-    Whole,
+/// A folded text as its separators (maximal runs of characters that are not alphanumeric) and
+/// words, alternating: `s_0 w_1 s_1 … w_n s_n`, where only `s_0` and `s_n` may be empty
+/// (`seps.len() == words.len() + 1`; a text without a word is one separator).
+pub(crate) fn pieces(folded: &str) -> (Vec<&str>, Vec<&str>) {
+    let (mut seps, mut words) = (Vec::new(), Vec::new());
+    let mut rest = folded;
+    loop {
+        let sep_end = rest.find(|c: char| c.is_alphanumeric()).unwrap_or(rest.len());
+        seps.push(&rest[..sep_end]);
+        rest = &rest[sep_end..];
+        if rest.is_empty() {
+            return (seps, words);
+        }
+        let word_end = rest.find(|c: char| !c.is_alphanumeric()).unwrap_or(rest.len());
+        words.push(&rest[..word_end]);
+        rest = &rest[word_end..];
+    }
 }
 
-/// The words of a folded search term, each with where it must stand in a text word. A text
-/// contains the term only if each of these is found so; for a term that is one word and nothing
-/// else (`exact`), that is also enough.
-pub(crate) fn term_words(folded: &str) -> (Vec<(&str, Place)>, bool) {
-    let mut out = Vec::new();
-    let mut rest = folded;
-    let mut after_separator = false;
-    while !rest.is_empty() {
-        let start = rest.find(|c: char| c.is_alphanumeric());
-        let Some(start) = start else { break };
-        after_separator |= start > 0;
-        let word_rest = &rest[start..];
-        let end = word_rest.find(|c: char| !c.is_alphanumeric()).unwrap_or(word_rest.len());
-        let word = &word_rest[..end];
-        let before_separator = end < word_rest.len();
-        let place = match (after_separator, before_separator) {
-            (false, false) => Place::Inside,
-            (true, false) => Place::Start,
-            (false, true) => Place::End,
-            (true, true) => Place::Whole,
-        };
-        out.push((word, place));
-        rest = &word_rest[end..];
-        after_separator = true;
+/// Calls `each` with the phrase keys of a folded text: every two adjacent words with the
+/// separator between them (`w_i s_i w_i+1`), and, when the text starts or ends with a separator,
+/// that separator with the first word (`s_0 w_1`) or the last word with it (`w_n s_n`). Returns
+/// whether a word stands in the text more than once (then a term's keys may stand apart in it).
+/// `key` is the buffer the keys are written in.
+pub(crate) fn phrase_keys(folded: &str, key: &mut String, mut each: impl FnMut(&str)) -> bool {
+    let (seps, words) = pieces(folded);
+    let Some(last) = words.len().checked_sub(1) else { return false };
+    let mut put = |parts: &[&str]| {
+        key.clear();
+        parts.iter().for_each(|p| key.push_str(p));
+        each(key);
+    };
+    if !seps[0].is_empty() {
+        put(&[seps[0], words[0]]);
     }
-    let exact = out.len() == 1 && out[0].0.len() == folded.len();
-    (out, exact)
+    for i in 0..last {
+        put(&[words[i], seps[i + 1], words[i + 1]]);
+    }
+    if !seps[last + 1].is_empty() {
+        put(&[words[last], seps[last + 1]]);
+    }
+    // Names hold a handful of words: comparing each pair is cheaper than hashing them.
+    (1..words.len()).any(|i| words[..i].contains(&words[i]))
+}
+
+/// How the search index answers a folded search term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TermPlan<'a> {
+    /// Not at all: the term holds no word character.
+    Beyond,
+    /// One word and nothing else: the union of the words that contain it.
+    Word(&'a str),
+    /// The phrase keys ("links") every text that contains the term holds, as needles to find in
+    /// the `\n`-separated keys of a phrase table: a `\n` at a needle's end pins that end to the
+    /// key's (the word there is whole). A text holds the term exactly when it holds every link
+    /// in a row; with one link, or when none of the words the links share (each a whole word)
+    /// stands twice in the text, holding them all is enough.
+    Links(Vec<Vec<u8>>),
+}
+
+/// The plan of a folded term: its pieces `s_0 w_1 s_1 … w_k s_k` become the links `s_0 w_1`
+/// (when `s_0` is not empty), each `w_j s_j w_j+1`, and `w_k s_k` (when `s_k` is not empty). A
+/// word's start is pinned when a separator stands before it in the term, its end when one
+/// stands after it.
+pub(crate) fn term_plan(folded: &str) -> TermPlan<'_> {
+    let (seps, words) = pieces(folded);
+    let k = words.len();
+    if k == 0 {
+        return TermPlan::Beyond;
+    }
+    let (lead, trail) = (!seps[0].is_empty(), !seps[k].is_empty());
+    if k == 1 && !lead && !trail {
+        return TermPlan::Word(words[0]);
+    }
+    let start_pinned = |j: usize| j > 0 || lead;
+    let end_pinned = |j: usize| j + 1 < k || trail;
+    let needle = |start: bool, parts: &[&str], end: bool| {
+        let mut n = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 2);
+        if start {
+            n.push(b'\n');
+        }
+        parts.iter().for_each(|p| n.extend_from_slice(p.as_bytes()));
+        if end {
+            n.push(b'\n');
+        }
+        n
+    };
+    let mut links = Vec::with_capacity(k + 1);
+    if lead {
+        links.push(needle(false, &[seps[0], words[0]], end_pinned(0)));
+    }
+    for j in 0..k - 1 {
+        links.push(needle(start_pinned(j), &[words[j], seps[j + 1], words[j + 1]], end_pinned(j + 1)));
+    }
+    if trail {
+        links.push(needle(start_pinned(k - 1), &[words[k - 1], seps[k]], false));
+    }
+    TermPlan::Links(links)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -111,22 +169,44 @@ mod tests {
 
     use super::*;
 
-    fn check(term: &str, expected: &[(&str, Place)], exact: bool) {
-        assert_eq!(term_words(term), (expected.to_vec(), exact), "{term:?}");
+    fn check(term: &str, expected: TermPlan<'_>) {
+        assert_eq!(term_plan(term), expected, "{term:?}");
+    }
+
+    fn links(needles: &[&str]) -> TermPlan<'static> {
+        TermPlan::Links(needles.iter().map(|n| n.as_bytes().to_vec()).collect())
     }
 
     #[test]
-    fn a_term_splits_into_placed_words() {
-        use Place::*;
-        check("padaria", &[("padaria", Inside)], true);
-        check("ria sa", &[("ria", End), ("sa", Start)], false);
-        check("a b c", &[("a", End), ("b", Whole), ("c", Start)], false);
-        check(" sao", &[("sao", Start)], false);
-        check("100%", &[("100", End)], false);
-        check("***.456", &[("456", Start)], false);
-        check("%_", &[], false);
-        check("", &[], false);
-        check("1a", &[("1a", Inside)], true);
+    fn a_term_becomes_a_word_or_its_links() {
+        check("padaria", TermPlan::Word("padaria"));
+        check("1a", TermPlan::Word("1a"));
+        check("ia ribeir", links(&["ia ribeir"]));
+        check("a b c", links(&["a b\n", "\nb c"]));
+        check("ria sa ltda", links(&["ria sa\n", "\nsa ltda"]));
+        check(" sao", links(&[" sao"]));
+        check(" sao ", links(&[" sao\n", "\nsao "]));
+        check("joao-", links(&["joao-"]));
+        check("100%", links(&["100%"]));
+        check("***.456", links(&["***.456"]));
+        check("%_", TermPlan::Beyond);
+        check("", TermPlan::Beyond);
+    }
+
+    fn keys_of(text: &str) -> (Vec<String>, bool) {
+        let mut keys = Vec::new();
+        let repeated = phrase_keys(text, &mut String::new(), |k| keys.push(k.to_owned()));
+        (keys, repeated)
+    }
+
+    #[test]
+    fn a_text_has_its_pairs_and_its_ends_as_keys() {
+        assert_eq!(keys_of("maria ribeiro da silva"), (vec!["maria ribeiro".into(), "ribeiro da".into(), "da silva".into()], false));
+        assert_eq!(keys_of("(sao) joao"), (vec!["(sao".into(), "sao) joao".into()], false));
+        assert_eq!(keys_of("***.456.789-**"), (vec!["***.456".into(), "456.789".into(), "789-**".into()], false));
+        assert_eq!(keys_of("silva silva"), (vec!["silva silva".into()], true));
+        assert_eq!(keys_of("padaria"), (vec![], false));
+        assert_eq!(keys_of("***"), (vec![], false));
     }
 
     #[test]
@@ -149,22 +229,28 @@ mod tests {
             prop_assert_eq!(date_text(days), format!("{y:04}-{m:02}-{d:02}"));
         }
 
-        /// Whenever a text contains a term, each of the term's words stands in a word of the
-        /// text where its place says (the index's candidates are a superset of the matches).
+        /// A text holds every link of a term it contains; and a text that holds every link
+        /// contains the term when the term has one link or no word stands twice in the text.
         #[test]
-        fn a_match_has_every_placed_word(text in "[ab .]{0,12}", start in 0usize..12, len in 1usize..6) {
+        fn the_links_decide_where_no_word_repeats(
+            text in "[ab .-]{0,14}",
+            start in 0usize..14,
+            len in 1usize..8,
+            other in "[ab .-]{1,6}",
+        ) {
             let start = start.min(text.len());
-            let term = &text[start..(start + len).min(text.len())];
-            let mut text_words = Vec::new();
-            words(&text, |w| text_words.push(w.to_owned()));
-            for (word, place) in term_words(term).0 {
-                let found = text_words.iter().any(|w| match place {
-                    Place::Inside => w.contains(word),
-                    Place::Start => w.starts_with(word),
-                    Place::End => w.ends_with(word),
-                    Place::Whole => w == word,
+            let cut = &text[start..(start + len).min(text.len())];
+            let (keys, repeated) = keys_of(&text);
+            for term in [cut, other.as_str()] {
+                let TermPlan::Links(links) = term_plan(term) else { continue };
+                let holds = links.iter().all(|link| {
+                    keys.iter().any(|key| memchr::memmem::find(format!("\n{key}\n").as_bytes(), link).is_some())
                 });
-                prop_assert!(found, "{:?} in {:?} ({:?})", word, text, place);
+                let contains = text.contains(term);
+                prop_assert!(holds || !contains, "{term:?} in {text:?}: a link is missing");
+                if links.len() == 1 || !repeated {
+                    prop_assert_eq!(holds, contains, "{:?} in {:?}", term, text);
+                }
             }
         }
     }

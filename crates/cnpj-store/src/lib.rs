@@ -44,10 +44,6 @@ pub enum StoreError {
     Search(#[from] SearchIndexError),
 }
 
-/// Candidates of a search term of several words that are checked on their records at most; a
-/// search with more runs by SQL.
-const VERIFY_LIMIT: u64 = 20_000;
-
 /// Which search index a store searches with.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum SearchIndexFile {
@@ -419,8 +415,7 @@ impl Store {
     }
 
     /// The total and the page's CNPJs from the search index; `None` when the index cannot answer
-    /// (a term without a word character, or a term of several words with more candidates than
-    /// are worth checking, or none to check them with).
+    /// (a term without a word character).
     fn search_indexed(
         &self,
         index: &SearchIndex,
@@ -431,43 +426,7 @@ impl Store {
         let conditions = filters.conditions(|name| self.city_codes(name));
         let Some(matches) = index.matches(&conditions)? else { return Ok(None) };
         let offset = page.saturating_sub(1).saturating_mul(per_page);
-        if matches.exact {
-            let total = matches.ordinals.len();
-            return Ok(Some((total, index.cnpjs(&matches.ordinals, offset, per_page))));
-        }
-        let Some(lookup) = &self.lookup else { return Ok(None) };
-        if matches.ordinals.len() > VERIFY_LIMIT {
-            return Ok(None);
-        }
-        let mut found = Vec::new();
-        for cnpj in index.cnpjs(&matches.ordinals, 0, VERIFY_LIMIT) {
-            if self.text_matches(lookup, &cnpj, filters)? {
-                found.push(cnpj);
-            }
-        }
-        let total = found.len() as u64;
-        let page = found.into_iter().skip(offset.try_into().unwrap_or(usize::MAX)).take(per_page as usize).collect();
-        Ok(Some((total, page)))
-    }
-
-    /// Whether the establishment `cnpj` matches the text filters, as SQL matches them.
-    fn text_matches(&self, lookup: &Lookup, cnpj: &str, filters: &SearchFilters) -> Result<bool, StoreError> {
-        let Some(e) = lookup.get(LookupTable::Establishments, cnpj)? else { return Ok(false) };
-        if let Some(term) = &filters.neighborhood
-            && !fold(&text(&e, 8)).contains(&fold(term))
-        {
-            return Ok(false);
-        }
-        if let Some(term) = &filters.trading_name {
-            let term = fold(term);
-            if !fold(&text(&e, 1)).contains(&term) {
-                let company = lookup.get(LookupTable::Companies, &text(&e, ESTABLISHMENT_COLUMNS - 1))?;
-                if !company.is_some_and(|c| fold(&text(&c, 0)).contains(&term)) {
-                    return Ok(false);
-                }
-            }
-        }
-        Ok(true)
+        Ok(Some((matches.ordinals.len(), index.cnpjs(&matches.ordinals, offset, per_page))))
     }
 
     /// The codes of the cities named `name` (folded equality).

@@ -610,9 +610,10 @@ fn pieces(texts: Vec<Vec<String>>) -> Vec<String> {
         }
         out.push(text.clone());
         out.extend(text.split(' ').filter(|w| w.len() > 1).map(str::to_owned));
-        let start = (i * 7) % chars.len();
-        let len = 1 + (i * 3) % 9;
-        out.push(chars[start..(start + len).min(chars.len())].iter().collect());
+        // Cut at both ends: within a word, and across two to four words (phrases).
+        for (start, len) in [((i * 7) % chars.len(), 1 + (i * 3) % 9), ((i * 5) % chars.len(), 6 + (i * 11) % 22)] {
+            out.push(chars[start..(start + len).min(chars.len())].iter().collect());
+        }
     }
     out.sort();
     out.dedup();
@@ -641,6 +642,10 @@ fn pools(db: &Path) -> Pools {
         "-",
         " a",
         "a ",
+        "a da s",
+        " de ",
+        "ia ribeir",
+        "a silva silva",
     ];
     let mut names = pieces(query(
         db,
@@ -736,8 +741,7 @@ fn the_search_index_answers_as_sql_does() {
                     };
                     let page = if far { page * 1000 } else { page };
                     let sql = store.search_by_sql(&f, page, per_page, Locale::En).unwrap();
-                    // Only a term without a word character is beyond the index (the sample's
-                    // several-word terms have few candidates, which are checked).
+                    // Only a term without a word character is beyond the index.
                     let Some(indexed) = store.search_by_index(&f, page, per_page, Locale::En).unwrap() else {
                         let wordless =
                             |t: &Option<String>| t.as_ref().is_some_and(|t| !t.chars().any(char::is_alphanumeric));
