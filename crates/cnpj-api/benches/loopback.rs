@@ -6,7 +6,11 @@
 //! filters and deep pages, each query run alone (median, p99 and its total) on the search index
 //! and, as the baseline in the same run, on a second server that searches by SQL
 //! (`--no-search-index`); then the whole suite mixed on every connection (searches/s), and the
-//! servers' peak RSS. Last, the changes suite (contract §9), when the dataset recorded changes
+//! servers' peak RSS. Then the text suite: 210 `trading_name` and `neighborhood` terms drawn
+//! from the dataset's names (1 to 4 words cut at random points at both ends, from rows and from
+//! distinct values, so common and rare), alone and with one or two other filters, each run alone
+//! on the index and on the baseline, whose totals must agree; the suite's median and p99 over
+//! every request, and the index server's anonymous memory (RssAnon) after it. Last, the changes suite (contract §9), when the dataset recorded changes
 //! (a build with `--previous`): `GET /api/v1/changes` with each filter alone and combined (values
 //! picked from the dataset's history), deep pages, and a company's history by 14 and 8
 //! characters, each query alone.
@@ -16,7 +20,10 @@
 //! (a file of CNPJs to look up, one per line), `CNPJ_BENCH_POSTGRES` (a database URL: the dataset
 //! is published there, schema `bench_api`, and served from Postgres, with and without the
 //! dataset's search index), `CNPJ_BENCH_QUERY_SECONDS` (time per suite query and server,
-//! default 2), `CNPJ_BENCH_BASELINE` (`0`: no SQL baseline)).
+//! default 2), `CNPJ_BENCH_BASELINE` (`0`: no baseline), `CNPJ_BENCH_BASELINE_API` and
+//! `CNPJ_BENCH_BASELINE_DB` (the baseline is then another `cnpj-api` binary, e.g. today's main
+//! built apart, serving its own build of the same month, instead of this server searching by SQL
+//! with an unbounded `--search-budget`)).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -122,7 +129,11 @@ struct Server {
 
 impl Server {
     fn spawn(accounts: &Path, dataset: &[std::ffi::OsString], extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        Server::spawn_binary(Path::new(env!("CARGO_BIN_EXE_cnpj-api")), accounts, dataset, extra)
+    }
+
+    fn spawn_binary(binary: &Path, accounts: &Path, dataset: &[std::ffi::OsString], extra: &[&str]) -> Server {
+        let mut child = Command::new(binary)
             .arg("--accounts")
             .arg(accounts)
             .args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "4000000000"])
@@ -137,15 +148,20 @@ impl Server {
         Server { child, addr: line.trim().trim_start_matches("http://").to_owned() }
     }
 
-    /// Peak resident memory (VmHWM) in MB.
-    fn peak_rss_mb(&self) -> f64 {
+    /// A memory figure of the process' status (`VmHWM`: peak resident; `RssAnon`: anonymous
+    /// resident, what the process itself allocated) in MB.
+    fn memory_mb(&self, field: &str) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
         let kb: f64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0.0);
         kb / 1024.0
+    }
+
+    fn peak_rss_mb(&self) -> f64 {
+        self.memory_mb("VmHWM")
     }
 }
 
@@ -233,6 +249,9 @@ fn search_suite(db: &Path) -> Vec<(String, String)> {
         q("2: state+situacao", format!("state={uf}&situacao_cadastral={situacao}")),
         q("2: city+cnae", format!("city_id={city}&business_sector={cnae}")),
         q("3: state+porte+nature", format!("state={uf}&porte_empresa_code={porte}&nature_code={nature}")),
+        q("3: state+situacao+porte", format!("state={uf}&situacao_cadastral={situacao}&porte_empresa_code={porte}")),
+        q("2: nature+opening from", format!("nature_code={nature}&opening_date_from=2010-01-01")),
+        q("2: opening from+situacao", format!("opening_date_from=2010-01-01&situacao_cadastral={situacao}")),
         q(
             "4: +opening",
             format!("state={uf}&situacao_cadastral={situacao}&porte_empresa_code={porte}&opening_date_from=2010-01-01"),
@@ -251,6 +270,99 @@ fn search_suite(db: &Path) -> Vec<(String, String)> {
         q("deep page", format!("state={uf}&per_page=50&page=2000")),
         q("deep page 2", format!("situacao_cadastral={situacao}&per_page=50&page=20000")),
     ]
+}
+
+/// SplitMix64: the text suite's picks, the same on every run.
+struct Picks(u64);
+
+impl Picks {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) % n.max(1) as u64) as usize
+    }
+}
+
+/// `text` percent-encoded for a query string (letters and digits as they are).
+fn encode(text: &str) -> String {
+    text.bytes().map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+/// A piece of `text` as people type it: 1 to 4 of its words, the first cut at a random point of
+/// its start and the last at a random point of its end (`None` for a text without words).
+fn cut(text: &str, picks: &mut Picks) -> Option<String> {
+    let mut words = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                words.push(s..i);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if words.is_empty() {
+        return None;
+    }
+    let first = picks.below(words.len());
+    let last = (first + picks.below(4)).min(words.len() - 1);
+    let starts: Vec<usize> = text[words[first].clone()].char_indices().map(|(i, _)| words[first].start + i).collect();
+    let from = starts[picks.below(starts.len())];
+    let ends: Vec<usize> = text[words[last].clone()]
+        .char_indices()
+        .skip(1)
+        .map(|(i, _)| words[last].start + i)
+        .chain([words[last].end])
+        .filter(|&end| end > from)
+        .collect();
+    Some(text[from..ends[picks.below(ends.len())]].to_owned())
+}
+
+/// The text suite's queries (name, query string): terms cut from the names and neighbourhoods of
+/// sampled rows and distinct values, each alone, with a state, or with a state and a status.
+fn text_suite(db: &Path) -> Vec<(String, String)> {
+    let conn = duckdb::Connection::open_with_flags(
+        db,
+        duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap(),
+    )
+    .expect("the dataset opens");
+    let texts = |sql: &str| -> Vec<String> {
+        let mut stmt = conn.prepare(sql).unwrap();
+        stmt.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+    };
+    let sample = |column: &str, table: &str, n: usize, distinct: &str| {
+        texts(&format!(
+            "SELECT v FROM (SELECT {distinct} {column} AS v FROM {table} WHERE {column} <> '') \
+             USING SAMPLE reservoir({n} ROWS) REPEATABLE (7) ORDER BY v"
+        ))
+    };
+    let one = |sql: &str| -> String { conn.query_row(sql, [], |r| r.get::<_, String>(0)).unwrap_or_default() };
+    let uf = one("SELECT uf FROM estabelecimentos GROUP BY 1 ORDER BY count(*) DESC LIMIT 1");
+    let situacao = one("SELECT situacao_cadastral FROM estabelecimentos GROUP BY 1 ORDER BY count(*) DESC LIMIT 1");
+    let sources = [
+        ("trading_name", "fantasia", sample("nome_fantasia", "estabelecimentos", 70, "")),
+        ("trading_name", "razao", sample("razao_social", "empresas", 70, "")),
+        ("trading_name", "razao distinct", sample("razao_social", "empresas", 30, "DISTINCT")),
+        ("neighborhood", "bairro", sample("bairro", "estabelecimentos", 40, "")),
+    ];
+    let mut picks = Picks(2026);
+    let mut out = Vec::new();
+    for (param, source, values) in sources {
+        for text in values {
+            let Some(term) = cut(&text, &mut picks) else { continue };
+            let (label, extra) = match out.len() % 3 {
+                0 => ("alone", String::new()),
+                1 => ("+state", format!("&state={uf}")),
+                _ => ("+state+status", format!("&state={uf}&situacao_cadastral={situacao}")),
+            };
+            out.push((format!("{source} {term:?} {label}"), format!("{param}={}{extra}", encode(&term))));
+        }
+    }
+    out
 }
 
 /// The changes suite's requests (name, path), with values picked from the dataset's history;
@@ -317,6 +429,12 @@ fn changes_suite(db: &Path) -> Vec<(String, String)> {
 /// Runs `request` alone, again and again for `seconds` (at least 3 times unless one run takes
 /// longer, at most 200): the median and p99 in ms, and the response's `total`.
 fn alone(addr: &str, request: &[u8], seconds: f64) -> (f64, f64, u64) {
+    let (p50, p99, total, _) = alone_all(addr, request, seconds);
+    (p50, p99, total)
+}
+
+/// [`alone`], with every latency.
+fn alone_all(addr: &str, request: &[u8], seconds: f64) -> (f64, f64, u64, Vec<Duration>) {
     let mut conn = Conn::open(addr);
     let started = Instant::now();
     let (mut latencies, mut total) = (Vec::new(), 0);
@@ -332,7 +450,50 @@ fn alone(addr: &str, request: &[u8], seconds: f64) -> (f64, f64, u64) {
         total = body["total"].as_u64().unwrap_or(0);
     }
     latencies.sort();
-    (percentile(&latencies, 0.5), percentile(&latencies, 0.99), total)
+    (percentile(&latencies, 0.5), percentile(&latencies, 0.99), total, latencies)
+}
+
+/// Runs the text suite: each query alone on the index server and on the baseline (whose total must
+/// be the same); the suite's median and p99 over every request of each server.
+fn text_suite_run(
+    suite: &[(String, String)],
+    addr: &str,
+    baseline: Option<&Server>,
+    get_at: &dyn Fn(&str, &str) -> Vec<u8>,
+    seconds: f64,
+) {
+    println!("\ntext suite: {} terms, each alone for {seconds} s (median and p99 in ms)", suite.len());
+    println!("{:<48} {:>10} {:>10} {:>10} {:>11} {:>11}", "query", "total", "index p50", "index p99", "base p50", "base p99");
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for (name, query) in suite {
+        let path = format!("/api/v1/companies/search?{query}");
+        let (p50, p99, total, mut latencies) = alone_all(addr, &get_at(addr, &path), seconds);
+        ours.append(&mut latencies);
+        let (b50, b99) = match baseline {
+            Some(s) => {
+                let (p50, p99, base_total, mut latencies) = alone_all(&s.addr, &get_at(&s.addr, &path), seconds);
+                theirs.append(&mut latencies);
+                assert_eq!(base_total, total, "{name}: the index and the baseline disagree on the total");
+                (format!("{p50:.2}"), format!("{p99:.2}"))
+            }
+            None => ("-".into(), "-".into()),
+        };
+        let name: String = name.chars().take(48).collect();
+        println!("{name:<48} {total:>10} {p50:>10.2} {p99:>10.2} {b50:>11} {b99:>11}");
+    }
+    for (who, latencies) in [("index", &mut ours), ("baseline", &mut theirs)] {
+        if latencies.is_empty() {
+            continue;
+        }
+        latencies.sort();
+        println!(
+            "text suite on the {who}: {} requests, median {:.2} ms, p99 {:.2} ms, slowest {:.2} ms",
+            latencies.len(),
+            percentile(latencies, 0.5),
+            percentile(latencies, 0.99),
+            percentile(latencies, 1.0)
+        );
+    }
 }
 
 fn main() {
@@ -436,11 +597,17 @@ fn main() {
 
     // The search suite: each query alone on the index, then on SQL (the baseline).
     let suite = search_suite(&db);
-    let sql_server = baseline.then(|| Server::spawn(&accounts, &dataset, &["--no-search-index"]));
+    let other = std::env::var("CNPJ_BENCH_BASELINE_API").ok().zip(std::env::var("CNPJ_BENCH_BASELINE_DB").ok());
+    let baseline_name = match &other {
+        Some((api, base_db)) => format!("{api} serving {base_db}"),
+        None => "the same server searching by SQL".to_owned(),
+    };
+    let sql_server = baseline.then(|| match &other {
+        Some((api, base_db)) => Server::spawn_binary(Path::new(api), &accounts, &["--db".into(), base_db.into()], &[]),
+        None => Server::spawn(&accounts, &dataset, &["--no-search-index", "--search-budget", "3600"]),
+    });
     println!();
-    println!(
-        "search suite: each query alone for {query_seconds} s (median and p99 in ms; baseline: the same server searching by SQL)"
-    );
+    println!("search suite: each query alone for {query_seconds} s (median and p99 in ms; baseline: {baseline_name})");
     println!(
         "{:<24} {:>10} {:>10} {:>10} {:>11} {:>11}",
         "query", "total", "index p50", "index p99", "SQL p50", "SQL p99"
@@ -470,9 +637,14 @@ fn main() {
         percentile(&o.latencies, 0.99),
         o.errors
     );
-    println!("server peak RSS: {:.0} MB with the index", server.peak_rss_mb());
+    text_suite_run(&text_suite(&db), &addr, sql_server.as_ref(), &get_at, query_seconds);
+    println!(
+        "server memory after the suites: peak RSS {:.0} MB, anonymous {:.0} MB (with the index)",
+        server.peak_rss_mb(),
+        server.memory_mb("RssAnon")
+    );
     if let Some(s) = &sql_server {
-        println!("server peak RSS: {:.0} MB searching by SQL", s.peak_rss_mb());
+        println!("baseline server: peak RSS {:.0} MB, anonymous {:.0} MB", s.peak_rss_mb(), s.memory_mb("RssAnon"));
     }
 
     println!();

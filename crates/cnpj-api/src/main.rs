@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use cnpj_accounts::Accounts;
-use cnpj_store::{SearchIndexFile, Source, Store};
+use cnpj_store::{Limits, SearchIndexFile, Source, Store};
 
 #[derive(Debug, Parser)]
 #[command(name = "cnpj-api", version, about = "The read-only CNPJ registry API")]
@@ -56,6 +56,15 @@ enum Command {
         /// Search by SQL only, ignoring any search index (to compare, or to troubleshoot).
         #[arg(long)]
         no_search_index: bool,
+        /// Seconds of work a search by SQL may take (a term without a letter or digit, which the
+        /// search index cannot answer, or any search without an index); past it the search is
+        /// stopped and answered 400, naming the terms to narrow.
+        #[arg(long, default_value_t = 2.0, value_parser = budget)]
+        search_budget: f64,
+        /// The memory the dataset may use: DuckDB (three quarters) and the search index's cache of
+        /// big bitmaps (a quarter), e.g. 1GB, 512MiB.
+        #[arg(long, default_value = "1GB", value_parser = cnpj_model::parse_size)]
+        memory_limit: u64,
         /// Seconds between checks for a new Postgres publication.
         #[arg(long, default_value_t = 5)]
         reload_check: u64,
@@ -147,6 +156,14 @@ fn print(text: &str) -> std::io::Result<()> {
     out.flush()
 }
 
+/// A search budget: seconds, more than 0 and at most an hour.
+fn budget(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= 3600.0 => Ok(seconds),
+        _ => Err(format!("{text:?} is not a number of seconds from 0 to 3600")),
+    }
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
@@ -164,6 +181,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             schema,
             search_index,
             no_search_index,
+            search_budget,
+            memory_limit,
             reload_check,
             listen,
             rate_limit,
@@ -186,7 +205,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 (Some(path), false) => SearchIndexFile::At(path),
                 (None, false) => SearchIndexFile::Beside,
             };
-            let store = Store::open_with_index(&source, &index)?;
+            let limits = Limits { memory: memory_limit, search_budget: Duration::from_secs_f64(search_budget) };
+            let store = Store::open_with(&source, &index, limits)?;
             if !store.has_search_index() {
                 tracing::info!("no search index in use: searches run by SQL");
             }

@@ -174,6 +174,38 @@ fn cnpj(params: &Params) -> Result<Option<CnpjQuery>, ApiError> {
 }
 
 /// Every filter of GET /api/v1/companies/search, validated.
+/// The search endpoint's filters, text terms first.
+pub const SEARCH_FILTERS: [&str; 14] = [
+    "trading_name",
+    "neighborhood",
+    "cnpj",
+    "zip_code",
+    "porte_empresa_code",
+    "company_size",
+    "business_sector",
+    "city_id",
+    "city",
+    "state",
+    "opening_date_from",
+    "opening_date_to",
+    "nature_code",
+    "situacao_cadastral",
+];
+
+/// The filters of a search that ran past its budget to name in its 400: the text terms given
+/// (what makes a search slow), else every filter given.
+pub fn too_broad(params: &Params) -> ApiError {
+    let given = |names: &[&'static str]| -> Vec<&'static str> {
+        names.iter().copied().filter(|name| params.values.contains_key(*name)).collect()
+    };
+    let mut named = given(&SEARCH_FILTERS[..2]);
+    if named.is_empty() {
+        named = given(&SEARCH_FILTERS[2..]);
+    }
+    let message = "Too broad to search in time: add letters or digits to the term, or another filter.";
+    ApiError::BadRequest(named.into_iter().map(|name| (name.to_owned(), serde_json::json!([message]))).collect())
+}
+
 pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
     let cnpj = cnpj(params)?;
     let zip_prefix = match params.get("zip_code")? {

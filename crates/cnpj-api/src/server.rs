@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use cnpj_accounts::{Accounts, User};
 use cnpj_model::CnpjQuery;
-use cnpj_store::Store;
+use cnpj_store::{Store, StoreError};
 use serde_json::{Value, json};
 
 use crate::docs;
@@ -252,8 +252,13 @@ async fn search(
     let locale = params::locale(&params)?;
     let (page, per_page) = params::pagination(&params)?;
     let filters = params::search_filters(&params)?;
+    let too_broad = params::too_broad(&params);
     let store = state.store();
-    let (total, records) = blocking(move || Ok(store.search(&filters, page, per_page, locale)?)).await?;
+    let (total, records) = blocking(move || match store.search(&filters, page, per_page, locale) {
+        Err(StoreError::OverBudget) => Err(too_broad),
+        found => Ok(found?),
+    })
+    .await?;
     if !records.is_empty() {
         charge(&state, &user, state.prices.search, "search").await?;
     }

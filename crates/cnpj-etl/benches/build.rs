@@ -8,7 +8,12 @@
 //! - the store floor: DuckDB writing the built main tables once more into a new file, the part
 //!   of any DuckDB-based build that no pipeline change removes;
 //!
-//! and prints a Markdown table with ratios. With `CNPJ_BENCH_POSTGRES` (a database URL; or
+//! and prints a Markdown table with ratios. `CNPJ_BENCH_BASELINE_ETL` names another `cnpj-etl`
+//! (e.g. today's main, built apart): the same zips are built with it too, right after ours, and a
+//! second table compares the two (wall, CPU, peak RSS, dataset and search index sizes).
+//! `CNPJ_BENCH_FLOORS=0` leaves out the decompression floor, the naive import and the store
+//! floor; a month already written in `CNPJ_BENCH_DIR` (its `synth.json`) is reused. With
+//! `CNPJ_BENCH_POSTGRES` (a database URL; or
 //! `CNPJ_TEST_POSTGRES`, the server that `scripts/with-postgres` starts), a second table gives the
 //! Postgres load of the same dataset (`cnpj-etl publish`): time, rows/s, peak RSS, size on disk.
 //! Run: `cargo bench -p cnpj-etl --bench build` with `CNPJ_BENCH_SCALES=0.01,0.03,0.1` (default
@@ -190,6 +195,63 @@ fn month_over_month(scale: f64, dir: &Path, db: &Path, root: &Path, keep: bool) 
     )
 }
 
+/// Writes the synthetic month of `scale` into `dir`, or reuses the one already there (its
+/// `synth.json`); returns its rows.
+fn synthetic_month(scale: f64, dir: &Path) -> u64 {
+    let records = |files: &serde_json::Value| {
+        files.as_array().map_or(0, |files| files.iter().filter_map(|f| f["records"].as_u64()).sum())
+    };
+    if let Ok(text) = std::fs::read_to_string(dir.join("synth.json")) {
+        let report: serde_json::Value = serde_json::from_str(&text).expect("synth.json is JSON");
+        println!("(scale {scale}: the month already in {} is reused)", dir.display());
+        return records(&report["files"]);
+    }
+    let opts = cnpj_synth::SynthOptions::new(scale, dir);
+    let report = cnpj_synth::generate(&opts).expect("the synthetic month is written");
+    report.files.iter().map(|f| f.records).sum()
+}
+
+/// Builds `dir` into `db` with the `cnpj-etl` at `etl`: wall time, CPU seconds, peak RSS.
+fn build_with(etl: &Path, dir: &Path, db: &Path) -> (Duration, f64, u64) {
+    let mut cmd = Command::new(etl);
+    cmd.args(["build", "--quiet", "--input"]).arg(dir).arg("--db").arg(db);
+    measure_child(cmd)
+}
+
+/// Builds `dir` with the baseline `etl` beside ours (`db`, built in `ours`); the table line. The
+/// baseline's dataset is kept in `root` when `CNPJ_BENCH_DIR` is set (as `baseline-SCALE.duckdb`).
+fn compare_with_baseline(
+    etl: &Path,
+    scale: f64,
+    dir: &Path,
+    db: &Path,
+    (wall, cpu, rss): (Duration, f64, u64),
+    root: &Path,
+) -> String {
+    let base_db = root.join(format!("baseline-{scale}.duckdb"));
+    let (base_wall, base_cpu, base_rss) = build_with(etl, dir, &base_db);
+    let index = |db: &Path| std::fs::metadata(cnpj_store::search_index_path(db)).map_or(0, |m| m.len()) as f64;
+    let (base_index, ours_index) = (index(&base_db), index(db));
+    let line = format!(
+        "| {scale} | {:.1} | {:.1} | {:+.1} % | {base_cpu:.1} | {cpu:.1} | {:+.1} % | {:.0}, {:.0} | {:.0}, {:.0} | {:.0}, {:.0} | {:+.1} % |",
+        base_wall.as_secs_f64(),
+        wall.as_secs_f64(),
+        (wall.as_secs_f64() / base_wall.as_secs_f64() - 1.0) * 100.0,
+        (cpu / base_cpu - 1.0) * 100.0,
+        base_rss as f64 / 1e6,
+        rss as f64 / 1e6,
+        dataset_size(&base_db) as f64 / 1e6,
+        dataset_size(db) as f64 / 1e6,
+        base_index / 1e6,
+        ours_index / 1e6,
+        (ours_index / base_index - 1.0) * 100.0,
+    );
+    if std::env::var("CNPJ_BENCH_DIR").is_err() {
+        remove_dataset(&base_db);
+    }
+    line
+}
+
 fn main() {
     let scales: Vec<f64> = std::env::var("CNPJ_BENCH_SCALES")
         .unwrap_or_else(|_| "0.001".into())
@@ -220,18 +282,20 @@ fn main() {
     let mut limit_lines = Vec::new();
     let mut change_lines = Vec::new();
     let month_over_month_too = std::env::var("CNPJ_BENCH_MONTH_OVER_MONTH").map_or(true, |v| v != "0");
+    let floors = std::env::var("CNPJ_BENCH_FLOORS").map_or(true, |v| v != "0");
+    let baseline = std::env::var("CNPJ_BENCH_BASELINE_ETL").ok().map(PathBuf::from);
+    let mut baseline_lines = Vec::new();
     for scale in scales {
         let dir = root.join(format!("scale-{scale}"));
-        let opts = cnpj_synth::SynthOptions::new(scale, &dir);
-        let report = cnpj_synth::generate(&opts).expect("the synthetic month is written");
-        let rows: u64 = report.files.iter().map(|f| f.records).sum();
-        let (floor_time, csv_bytes) = floor(&dir);
-        let naive_time = naive(&dir, &root);
+        let rows = synthetic_month(scale, &dir);
+        let (floor_time, csv_bytes) = if floors { floor(&dir) } else { (Duration::ZERO, 0) };
+        let naive_time = if floors { naive(&dir, &root) } else { Duration::ZERO };
         let db = root.join(format!("ours-{scale}.duckdb"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cnpj-etl"));
-        cmd.args(["build", "--quiet", "--input"]).arg(&dir).arg("--db").arg(&db);
-        let (wall, cpu, rss) = measure_child(cmd);
-        let store = store_floor(&db, &root);
+        let (wall, cpu, rss) = build_with(Path::new(env!("CARGO_BIN_EXE_cnpj-etl")), &dir, &db);
+        if let Some(etl) = &baseline {
+            baseline_lines.push(compare_with_baseline(etl, scale, &dir, &db, (wall, cpu, rss), &root));
+        }
+        let store = if floors { store_floor(&db, &root) } else { Duration::ZERO };
         let mb = csv_bytes as f64 / 1e6;
         println!(
             "| {scale} | {rows} | {mb:.0} | {:.1} | {:.1} | {:.1} | {cpu:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0} |",
@@ -296,6 +360,16 @@ fn main() {
         }
         if month_over_month_too {
             change_lines.push(month_over_month(scale, &dir, &db, &root, keep));
+        }
+    }
+    if !baseline_lines.is_empty() {
+        println!("\nThe same zips built by the baseline (`CNPJ_BENCH_BASELINE_ETL`) right after ours\n");
+        println!(
+            "| scale | baseline s | ours s | wall | baseline CPU s | ours CPU s | CPU | peak RSS MB (baseline, ours) | dataset MB (baseline, ours) | search index MB (baseline, ours) | index |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        for line in baseline_lines {
+            println!("{line}");
         }
     }
     if !change_lines.is_empty() {

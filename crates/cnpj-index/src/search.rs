@@ -669,14 +669,12 @@ pub struct SearchIndex {
 
 /// Bitmaps of at least this many bytes are kept once read (about 1.5 % of the establishments).
 const CACHED_FROM: usize = 128 << 10;
-/// The bytes of bitmaps kept; past it the cache starts over.
-const CACHE_BYTES: usize = 256 << 20;
 
-/// Big bitmaps already read, by offset.
-#[derive(Default)]
+/// Big bitmaps already read, by offset, up to `limit` bytes (past it the cache starts over).
 struct Cache {
     map: HashMap<u64, Arc<RoaringBitmap>>,
     bytes: usize,
+    limit: usize,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -695,7 +693,8 @@ fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
 }
 
 impl SearchIndex {
-    pub fn open(path: &Path) -> Result<SearchIndex, SearchIndexError> {
+    /// Opens the index at `path`, keeping up to `cache_bytes` of its big bitmaps once read.
+    pub fn open(path: &Path, cache_bytes: usize) -> Result<SearchIndex, SearchIndexError> {
         let invalid = |reason: &str| SearchIndexError::Invalid { path: path.to_owned(), reason: reason.to_owned() };
         let io = |source| SearchIndexError::Io { path: path.to_owned(), source };
         let file = File::open(path).map_err(io)?;
@@ -746,7 +745,8 @@ impl SearchIndex {
             Some((lower, upper, columns, tables, build_id))
         })();
         let (lower, upper, columns, tables, build_id) = parsed.ok_or_else(|| invalid("corrupt directory"))?;
-        Ok(SearchIndex { map, path: path.to_owned(), build_id, lower, upper, columns, tables, cache: Mutex::default() })
+        let cache = Mutex::new(Cache { map: HashMap::new(), bytes: 0, limit: cache_bytes });
+        Ok(SearchIndex { map, path: path.to_owned(), build_id, lower, upper, columns, tables, cache })
     }
 
     /// The build this index was written for.
@@ -773,7 +773,7 @@ impl SearchIndex {
 
     /// The bitmap of key `i`, checked against its checksum; the big ones (the broad filters,
     /// whose reading and checking is most of a search's time) kept once read, up to
-    /// [`CACHE_BYTES`].
+    /// the cache's limit.
     fn bitmap(&self, keys: &Keys, i: usize) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
         let (start, len, checksum) = keys.spans[i];
         let cached = len as usize >= CACHED_FROM;
@@ -789,7 +789,7 @@ impl SearchIndex {
             .map_err(|e| self.corrupt(format!("the bitmap at {start}: {e}")))?;
         if cached {
             let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-            if cache.bytes + len as usize > CACHE_BYTES {
+            if cache.bytes + len as usize > cache.limit {
                 cache.map.clear();
                 cache.bytes = 0;
             }
@@ -1446,7 +1446,7 @@ mod date_ranges {
         let path = dir.join("index.search");
         let halves: [HalfColumns; 2] = halves.try_into().ok().unwrap();
         write_index(&path, halves, &spills, "build").unwrap();
-        SearchIndex::open(&path).unwrap()
+        SearchIndex::open(&path, 1 << 20).unwrap()
     }
 
     /// The index finds the establishments opened from `from` to `to` (inclusive, `None` open),
@@ -1555,7 +1555,7 @@ mod date_ranges {
             bytes[at..at + 8].copy_from_slice(b"CNPJSRC2");
         }
         std::fs::write(&path, bytes).unwrap();
-        let error = SearchIndex::open(&path).unwrap_err();
+        let error = SearchIndex::open(&path, 1 << 20).unwrap_err();
         assert!(error.to_string().ends_with("not a search index of this version"), "{error}");
     }
 }

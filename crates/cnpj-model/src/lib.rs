@@ -8,6 +8,7 @@ mod fold;
 mod kind;
 mod locale;
 mod record;
+mod size;
 
 pub use cnpj::{Cnpj, CnpjQuery, InvalidCnpj, check_digits};
 pub use fold::fold;
@@ -17,4 +18,5 @@ pub use record::{
     Address, BatchRecord, City, CodeLabel, Contact, DetailRecord, Partner, ReferenceData, SecondaryActivity,
     endereco_completo, telefone_formatado,
 };
+pub use size::parse_size;
 pub mod rows;

@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Instant;
 
 use duckdb::{AccessMode, Config};
+use postgres::error::SqlState;
 
 use crate::StoreError;
 
@@ -70,7 +72,8 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    pub(crate) fn open(source: &Source) -> Result<Backend, StoreError> {
+    /// Opens `source`; DuckDB may hold `memory` bytes (its buffer pool and every query's state).
+    pub(crate) fn open(source: &Source, memory: u64) -> Result<Backend, StoreError> {
         let open_err = |source_: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
             dataset: source.to_string(),
             error: source_.to_string(),
@@ -88,10 +91,11 @@ impl Backend {
                 // page, which late materialisation (a second scan fetching the page's columns by
                 // rowid, ≈ 12 ms over 36 M rows) would not. (The other limited queries return
                 // their sort key only, or rank a company's few establishments.)
-                conn.execute_batch(
+                conn.execute_batch(&format!(
                     "SET threads = 1; SET preserve_insertion_order = true; \
-                     SET disabled_optimizers = 'late_materialization'",
-                )
+                     SET disabled_optimizers = 'late_materialization'; SET memory_limit = '{}KiB'",
+                    (memory >> 10).max(1 << 10)
+                ))
                 .map_err(|e| open_err(e.into()))?;
                 let history = attach_history(&conn, path).map_err(|e| open_err(e.into()))?;
                 Ok(Backend {
@@ -203,6 +207,52 @@ impl Backend {
         self.checkin((!broken).then_some(conn), false);
         result
     }
+
+    /// [`Backend::rows`], stopped at `deadline` ([`StoreError::OverBudget`]): DuckDB's query is
+    /// interrupted by a watchdog thread, Postgres' by `statement_timeout`. The connection is
+    /// closed afterwards (an interrupt that comes as the query ends must not reach the next).
+    pub(crate) fn rows_within(
+        &self,
+        context: &'static str,
+        sql: &str,
+        params: &[String],
+        deadline: Instant,
+    ) -> Result<Vec<TextRow>, StoreError> {
+        let Some(budget) = deadline.checked_duration_since(Instant::now()) else { return Err(StoreError::OverBudget) };
+        let mut conn = self.checkout()?;
+        let err = |e: &dyn fmt::Display| StoreError::Query { context, error: e.to_string() };
+        let (result, stopped) = match &mut conn {
+            Conn::DuckDb(c) => {
+                let handle = c.interrupt_handle();
+                let (done, finished) = std::sync::mpsc::channel::<()>();
+                let watchdog = std::thread::spawn(move || {
+                    let late = finished.recv_timeout(budget) == Err(std::sync::mpsc::RecvTimeoutError::Timeout);
+                    if late {
+                        handle.interrupt();
+                    }
+                    late
+                });
+                let result = duck_rows(c, sql, params).map_err(|e| err(&e));
+                drop(done);
+                (result, watchdog.join().unwrap_or(true))
+            }
+            Conn::Postgres(c) => {
+                let millis = budget.as_millis().max(1);
+                let result = c
+                    .client
+                    .batch_execute(&format!("SET statement_timeout = {millis}"))
+                    .and_then(|()| pg_rows(c, sql, params));
+                let stopped = result.as_ref().err().and_then(|e| e.code()) == Some(&SqlState::QUERY_CANCELED);
+                (result.map_err(|e| err(&e)), stopped)
+            }
+        };
+        self.checkin(None, false);
+        drop(conn);
+        match result {
+            Err(_) if stopped => Err(StoreError::OverBudget),
+            result => result,
+        }
+    }
 }
 
 /// Attaches the history file beside the dataset at `path` as `history` to `conn` (on the
@@ -249,4 +299,40 @@ fn pg_rows(conn: &mut PgConn, sql: &str, params: &[String]) -> Result<Vec<TextRo
         params.iter().map(|p| p as &(dyn postgres::types::ToSql + Sync)).collect();
     let rows = conn.client.query(&stmt, &params)?;
     rows.iter().map(|r| (0..r.len()).map(|i| r.try_get::<_, Option<String>>(i)).collect()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A query that runs for minutes is stopped at its deadline, and the pool serves the next.
+    fn check(backend: &Backend, slow: &str, fast: &str) {
+        let started = Instant::now();
+        let stopped = backend.rows_within("slow", slow, &[], started + Duration::from_millis(200));
+        assert!(matches!(stopped, Err(StoreError::OverBudget)), "{:?}", stopped.map(|r| r.len()));
+        assert!(started.elapsed() < Duration::from_secs(5), "stopped after {:?}", started.elapsed());
+        let rows = backend.rows_within("fast", fast, &[], Instant::now() + Duration::from_secs(30)).unwrap();
+        assert_eq!(rows, [vec![Some("1".to_owned())]]);
+        assert!(matches!(backend.rows_within("late", fast, &[], started), Err(StoreError::OverBudget)));
+    }
+
+    #[test]
+    fn duckdb_queries_stop_at_their_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.duckdb");
+        duckdb::Connection::open(&path).unwrap().execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let backend = Backend::open(&Source::DuckDb(path), 256 << 20).unwrap();
+        check(&backend, "SELECT CAST(count(*) AS VARCHAR) FROM range(1000000000000) a", "SELECT '1'");
+    }
+
+    #[test]
+    fn postgres_queries_stop_at_their_deadline() {
+        let base = std::env::var("CNPJ_TEST_POSTGRES")
+            .expect("CNPJ_TEST_POSTGRES is not set: run the suite with scripts/test, which starts a throwaway Postgres");
+        let source = Source::Postgres { url: format!("{base}/postgres"), schema: "public".into() };
+        let backend = Backend::open(&source, 256 << 20).unwrap();
+        check(&backend, "SELECT CAST(pg_sleep(600) AS TEXT)", "SELECT '1'");
+    }
 }

@@ -42,6 +42,26 @@ pub enum StoreError {
     Lookup(#[from] LookupError),
     #[error(transparent)]
     Search(#[from] SearchIndexError),
+    /// A search by SQL ran past its budget ([`Limits::search_budget`]).
+    #[error("the search ran past its budget")]
+    OverBudget,
+}
+
+/// What a store may spend serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The memory DuckDB (three quarters) and the search index's cache of big bitmaps (a
+    /// quarter) share.
+    pub memory: u64,
+    /// The time a search by SQL may take (what the search index cannot answer: a term without a
+    /// word character, or a dataset served without an index); past it, [`StoreError::OverBudget`].
+    pub search_budget: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { memory: 1 << 30, search_budget: std::time::Duration::from_secs(2) }
+    }
 }
 
 /// Which search index a store searches with.
@@ -60,6 +80,7 @@ pub enum SearchIndexFile {
 pub struct Store {
     source: Source,
     search_index: SearchIndexFile,
+    limits: Limits,
     backend: Backend,
     /// A DuckDB dataset's lookup file, when it belongs to the same build.
     lookup: Option<Lookup>,
@@ -164,13 +185,15 @@ fn opt(row: &TextRow, i: usize) -> Option<String> {
 impl Store {
     /// Opens a dataset; a DuckDB file with its lookup file and search index beside it.
     pub fn open(source: &Source) -> Result<Store, StoreError> {
-        Store::open_with_index(source, &SearchIndexFile::Beside)
+        Store::open_with(source, &SearchIndexFile::Beside, Limits::default())
     }
 
-    /// Opens a dataset, searching with the search index `search_index` says. An index of another
-    /// build than the dataset's is not used (searches run by SQL), and a warning says so.
-    pub fn open_with_index(source: &Source, search_index: &SearchIndexFile) -> Result<Store, StoreError> {
-        let backend = Backend::open(source)?;
+    /// Opens a dataset, searching with the search index `search_index` says, within `limits`.
+    /// An index of another build than the dataset's is not used (searches run by SQL), and a
+    /// warning says so.
+    pub fn open_with(source: &Source, search_index: &SearchIndexFile, limits: Limits) -> Result<Store, StoreError> {
+        let cache = limits.memory / 4;
+        let backend = Backend::open(source, limits.memory - cache)?;
         let metadata = backend
             .rows("metadata", "SELECT key, value FROM metadata", &[])
             .map_err(|_| StoreError::NotADataset { dataset: source.to_string() })?;
@@ -188,8 +211,9 @@ impl Store {
             (SearchIndexFile::Beside, Source::DuckDb(path)) => Some(search_index_path(path)),
             (SearchIndexFile::Beside, Source::Postgres { .. }) | (SearchIndexFile::None, _) => None,
         };
-        let search = search_path
-            .and_then(|path| open_serving("search index", &path, &build_id, SearchIndex::open, SearchIndex::build_id));
+        let open_index = |path: &std::path::Path| SearchIndex::open(path, cache as usize);
+        let search =
+            search_path.and_then(|path| open_serving("search index", &path, &build_id, open_index, SearchIndex::build_id));
         let mut labels = HashMap::new();
         for row in backend.rows("labels", "SELECT locale, tabela, codigo, descricao FROM labels", &[])? {
             if let Ok(locale) = text(&row, 0).parse::<Locale>() {
@@ -208,6 +232,7 @@ impl Store {
         Ok(Store {
             source: source.clone(),
             search_index: search_index.clone(),
+            limits,
             backend,
             lookup,
             search,
@@ -224,7 +249,7 @@ impl Store {
     /// Opens the same dataset again, with the same choice of search index (a swapped file or a
     /// new publication is then served).
     pub fn reopen(&self) -> Result<Store, StoreError> {
-        Store::open_with_index(&self.source, &self.search_index)
+        Store::open_with(&self.source, &self.search_index, self.limits)
     }
 
     /// Whether the dataset behind this store is still the one it opened: false once a newer
@@ -449,15 +474,18 @@ impl Store {
         per_page: u64,
         locale: Locale,
     ) -> Result<(u64, Vec<DetailRecord>), StoreError> {
+        let deadline = std::time::Instant::now() + self.limits.search_budget;
         let (from, params) = filters.sql(self.backend.dialect(), |name| self.city_codes(name));
-        let count = self.backend.rows("search count", &format!("SELECT CAST(count(*) AS VARCHAR) {from}"), &params)?;
+        let count = format!("SELECT CAST(count(*) AS VARCHAR) {from}");
+        let count = self.backend.rows_within("search count", &count, &params, deadline)?;
         let total: u64 = count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0);
         let offset = page.saturating_sub(1).saturating_mul(per_page);
         if offset >= total {
             return Ok((total, Vec::new()));
         }
         let sql = format!("SELECT e.cnpj {from} ORDER BY e.cnpj LIMIT {per_page} OFFSET {offset}");
-        let cnpjs: Vec<String> = self.backend.rows("search page", &sql, &params)?.iter().map(|r| text(r, 0)).collect();
+        let cnpjs = self.backend.rows_within("search page", &sql, &params, deadline)?;
+        let cnpjs: Vec<String> = cnpjs.iter().map(|r| text(r, 0)).collect();
         self.records(&cnpjs, locale).map(|records| (total, records))
     }
 

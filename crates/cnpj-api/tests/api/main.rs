@@ -342,6 +342,46 @@ fn search_filters_and_pagination() {
     assert_eq!(used, 15);
 }
 
+/// A search the index cannot answer runs by SQL within `--search-budget`: past it, a 400 names
+/// the text terms (or every filter, without one), nothing is charged, and the server goes on. The
+/// budget here is a microsecond, so that every search by SQL runs past it.
+#[test]
+fn a_search_past_its_budget_is_a_400_naming_what_to_narrow() {
+    let budget = ["--search-budget", "0.000001"];
+    let s = Server::start(&budget);
+    let token = s.user("bia", 100);
+    // The worst terms: no letter or digit (LIKE's own characters, separators, a long run).
+    let long = "%25".repeat(2000);
+    for term in ["%25", "_", "%20", "-", "***", "%2F%2F", "%C2%A7", long.as_str()] {
+        for param in ["trading_name", "neighborhood"] {
+            let r = get(&s, &format!("/api/v1/companies/search?{param}={term}&state=SP"), &token);
+            assert_eq!(error_of(&r), (400, "Invalid input parameters"), "{param}={term}");
+            assert!(r.body["errors"][param][0].as_str().unwrap().contains("Too broad"), "{}", r.body);
+            assert!(r.body["errors"].get("state").is_none(), "{}", r.body);
+        }
+    }
+    // A term with a word character is the index's: answered whatever the budget.
+    let r = get(&s, "/api/v1/companies/search?trading_name=io%20xii%20com", &token);
+    assert_eq!((r.status, r.body["total"].as_u64()), (200, Some(2)), "{}", r.body);
+    assert_eq!(s.credits("bia"), (99, 1), "only the answered search is charged");
+    // Without an index every search is SQL's: one without a term names its filters.
+    let sql = Server::start(&[&budget[..], &["--no-search-index"]].concat());
+    let token = sql.user("bia", 100);
+    let r = get(&sql, "/api/v1/companies/search?state=SP&situacao_cadastral=2", &token);
+    assert_eq!(error_of(&r), (400, "Invalid input parameters"));
+    let named: Vec<&String> = r.body["errors"].as_object().unwrap().keys().collect();
+    assert_eq!(named, ["state", "situacao_cadastral"]);
+    assert_eq!(sql.credits("bia"), (100, 0));
+    // A budget that is not a positive number of seconds is refused at start.
+    for bad in ["0", "-1", "soon"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+            .args(["serve", "--db", "x.duckdb", "--search-budget", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 #[test]
 fn batch_dedupes_orders_and_charges() {
     let s = Server::start(&[]);
