@@ -1,9 +1,8 @@
-//! Where a month's files are and how big they are: WebDAV PROPFIND on a Nextcloud public share
+//! What a folder holds and how big its files are: WebDAV PROPFIND on a Nextcloud public share
 //! (share token as the basic-auth user, empty password; the token read from the landing page's
-//! redirect when none is given; the month folders under a path prefix inside the share), or the
-//! legacy Apache directory listing; and where the tax-regime zips are, by walking the listing.
+//! redirect when none is given; folders relative to a path prefix inside the share), or the
+//! legacy Apache directory listing.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use base64::Engine;
@@ -17,7 +16,8 @@ pub struct RemoteFile {
     pub size: u64,
     /// The listing's modification time, as given (`Last-Modified` form).
     pub modified: String,
-    /// The folder it was listed in, relative to the prefix (`2026-09`, `regime_tributario`).
+    /// The folder it was listed in, relative to the folder of the month folders (`2026-09`,
+    /// `regime_tributario`).
     pub folder: String,
 }
 
@@ -32,7 +32,8 @@ pub enum Source {
         base: String,
         token: Option<String>,
         landing: Option<String>,
-        /// The folder inside the share that holds the `YYYY-MM/` folders (`/Dados/Cadastros/CNPJ`), `""` for its root.
+        /// The folder inside the share that holds the `YYYY-MM/` folders (`/Dados/Cadastros/CNPJ`),
+        /// `""` for its root. When it is missing or holds none, the share is searched for them.
         prefix: String,
     },
     /// Apache listing: `{base}/YYYY-MM/` holds the zips (e.g. `…/dados/cnpj/dados_abertos_cnpj`).
@@ -56,8 +57,10 @@ pub enum ListingError {
     NoMonth { month: String, source_url: String },
     #[error("no complete month at {0} (every table of the dump present)")]
     NoCompleteMonth(String),
-    #[error("no month folder (YYYY-MM/) at {url} (is the prefix right? folders there: {folders})")]
-    NoMonths { url: String, folders: String },
+    #[error("listing {url}: no such folder (404)")]
+    Missing { url: String },
+    #[error("no month folder (YYYY-MM/) {place}; folders seen: {seen}")]
+    NoMonths { place: String, seen: String },
     #[error("no share token at {landing} (it led to {url}, and the page names no index.php/s/<TOKEN>)")]
     NoToken { landing: String, url: String },
 }
@@ -90,11 +93,6 @@ pub(crate) struct Folder {
     pub folders: Vec<String>,
     pub files: Vec<RemoteFile>,
 }
-
-/// How deep below the root (the prefix) the tax-regime zips are looked for.
-const TAX_REGIME_DEPTH: usize = 3;
-/// At most this many folders are listed while looking for them.
-const TAX_REGIME_FOLDERS: usize = 64;
 
 impl Source {
     /// The site to list: the share's token read from the landing page when none is given.
@@ -160,7 +158,7 @@ impl Site {
     }
 
     /// The listing's URL of `folder` (relative to the prefix; `""` for the prefix itself).
-    fn folder_url(&self, folder: &str) -> String {
+    pub(crate) fn folder_url(&self, folder: &str) -> String {
         match self {
             Site::Share { base, prefix, .. } => {
                 format!("{base}/public.php/webdav/{}", encode_path(&join(prefix, folder)))
@@ -237,86 +235,10 @@ impl Site {
         out.folders.dedup();
         Ok(out)
     }
-
-    /// The months offered, `YYYY-MM`, newest first (an error when there is none: a wrong prefix).
-    pub(crate) fn months(&self, agent: &ureq::Agent) -> Result<Vec<String>, ListingError> {
-        let root = self.list(agent, "")?;
-        let mut months: Vec<String> = root.folders.iter().filter(|m| is_month(m)).cloned().collect();
-        if months.is_empty() {
-            return Err(ListingError::NoMonths { url: self.folder_url(""), folders: root.folders.join(", ") });
-        }
-        months.reverse();
-        Ok(months)
-    }
-
-    /// The requested month's files, or (for `latest`) those of the newest month in which every
-    /// required table of the dump is present.
-    pub(crate) fn month_files(
-        &self,
-        agent: &ureq::Agent,
-        month: &str,
-    ) -> Result<(String, Vec<RemoteFile>), ListingError> {
-        let months = self.months(agent)?;
-        if month != "latest" {
-            if !months.iter().any(|m| m == month) {
-                return Err(ListingError::NoMonth { month: month.to_owned(), source_url: self.folder_url("") });
-            }
-            return Ok((month.to_owned(), self.list(agent, month)?.files));
-        }
-        for m in months {
-            let files = self.list(agent, &m)?.files;
-            if complete(&files) {
-                return Ok((m, files));
-            }
-            tracing::info!(month = %m, "incomplete month skipped");
-        }
-        Err(ListingError::NoCompleteMonth(self.folder_url("")))
-    }
-
-    /// The tax-regime zips (recognised by name: `Lucro Real.zip`, `Imunes e Isentas.zip`, …)
-    /// wherever the listing shows them: breadth-first from the root (the prefix), the month's own
-    /// folder first among each folder's subfolders, down to three levels, other months' folders
-    /// left out; the first zip of a name wins.
-    pub(crate) fn tax_regime_files(&self, agent: &ureq::Agent, month: &str) -> Result<Vec<RemoteFile>, ListingError> {
-        let mut found: BTreeMap<String, RemoteFile> = BTreeMap::new();
-        let mut queue = VecDeque::from([(String::new(), 0)]);
-        let mut listed = 0;
-        while let Some((folder, depth)) = queue.pop_front() {
-            if listed == TAX_REGIME_FOLDERS {
-                tracing::warn!(folder = %folder, "tax-regime search stopped: {TAX_REGIME_FOLDERS} folders listed");
-                break;
-            }
-            listed += 1;
-            let here = match self.list(agent, &folder) {
-                Ok(here) => here,
-                // A subfolder that cannot be listed is left out; the root must be.
-                Err(e) if depth > 0 => {
-                    tracing::warn!(error = %e, "tax-regime search: folder left out");
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            for file in here.files {
-                if cnpj_model::FileKind::recognise(&file.name, None) == Some(cnpj_model::FileKind::TaxRegime) {
-                    found.entry(file.name.clone()).or_insert(file);
-                }
-            }
-            if depth == TAX_REGIME_DEPTH {
-                continue;
-            }
-            let mut subfolders: Vec<String> = here.folders.into_iter().filter(|f| !is_month(f) || f == month).collect();
-            subfolders.sort_by_key(|f| f != month);
-            for sub in subfolders {
-                let path = if folder.is_empty() { sub } else { format!("{folder}/{sub}") };
-                queue.push_back((path, depth + 1));
-            }
-        }
-        Ok(found.into_values().collect())
-    }
 }
 
 /// `a/` + `b` as `a/b/` (`""` stays `""`).
-fn join(prefix: &str, folder: &str) -> String {
+pub(crate) fn join(prefix: &str, folder: &str) -> String {
     let folder = folder.trim_matches('/');
     if folder.is_empty() { prefix.to_owned() } else { format!("{prefix}{folder}/") }
 }
@@ -334,7 +256,7 @@ pub(crate) fn complete(files: &[RemoteFile]) -> bool {
         .all(|k| files.iter().any(|f| cnpj_model::FileKind::recognise(&f.name, None) == Some(*k)))
 }
 
-fn is_month(s: &str) -> bool {
+pub(crate) fn is_month(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 7 && b[4] == b'-' && b[..4].iter().chain(&b[5..]).all(u8::is_ascii_digit)
 }
@@ -377,11 +299,19 @@ fn last_segment(href: &str) -> Option<String> {
     path.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty()).map(decode)
 }
 
+/// A listing request that failed: a folder that is not there (404), or another failure.
+fn unanswered(url: &str, error: ureq::Error) -> ListingError {
+    match error {
+        ureq::Error::Status(404, _) => ListingError::Missing { url: url.to_owned() },
+        e => ListingError::Http { url: url.to_owned(), message: e.to_string() },
+    }
+}
+
 fn get_text(agent: &ureq::Agent, url: &str) -> Result<String, ListingError> {
     agent
         .get(url)
         .call()
-        .map_err(|e| ListingError::Http { url: url.to_owned(), message: e.to_string() })?
+        .map_err(|e| unanswered(url, e))?
         .into_string()
         .map_err(|e| ListingError::Http { url: url.to_owned(), message: e.to_string() })
 }
@@ -409,7 +339,7 @@ fn propfind(agent: &ureq::Agent, url: &str, auth: Option<&str>) -> Result<Vec<Da
     }
     let body = request
         .send_string(PROPFIND_BODY)
-        .map_err(|e| ListingError::Http { url: url.to_owned(), message: e.to_string() })?
+        .map_err(|e| unanswered(url, e))?
         .into_string()
         .map_err(|e| ListingError::Http { url: url.to_owned(), message: e.to_string() })?;
     parse_multistatus(&body).map_err(|message| ListingError::Parse { url: url.to_owned(), message })

@@ -23,7 +23,7 @@ use crate::throttle::{Parallelism, Throttle};
 pub enum TaxRegime {
     #[default]
     Skip,
-    /// In the month's own source, under its prefix.
+    /// In the month's own source, below the folder of its month folders.
     SameSource,
     /// In another source.
     Other(Source),
@@ -73,7 +73,7 @@ pub struct DownloadSummary {
     pub skipped: Vec<String>,
     pub bytes: u64,
     pub seconds: f64,
-    /// The folders the tax-regime zips were found in (relative to the prefix).
+    /// The folders the tax-regime zips were found in (relative to the folder of the month folders).
     pub tax_regime_folders: Vec<String>,
     pub parallelism: Parallelism,
 }
@@ -108,7 +108,7 @@ fn now() -> u64 {
 /// for `latest`.
 pub fn resolve_month(opts: &DownloadOptions) -> Result<String, DownloadError> {
     let agent = agent(opts.stall);
-    Ok(opts.source.open(&agent)?.month_files(&agent, &opts.month)?.0)
+    Ok(opts.source.open(&agent)?.offer(&agent)?.month_files(&agent, &opts.month)?.0)
 }
 
 /// A listed file and the authorization to fetch it.
@@ -126,8 +126,9 @@ struct Listing {
 
 /// Lists the month and its files (and the tax-regime files).
 fn listed(agent: &ureq::Agent, opts: &DownloadOptions) -> Result<Listing, DownloadError> {
-    let site = opts.source.open(agent)?;
-    let (month, files) = site.month_files(agent, &opts.month)?;
+    let offer = opts.source.open(agent)?.offer(agent)?;
+    let (month, files) = offer.month_files(agent, &opts.month)?;
+    let site = offer.site;
     let mut files: Vec<Listed> = files.into_iter().map(|f| (f, site.authorization())).collect();
     let tax_site = match &opts.tax_regime {
         TaxRegime::Skip => None,

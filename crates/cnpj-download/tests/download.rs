@@ -1,7 +1,8 @@
 //! Downloads from an in-process HTTP server on loopback that serves a Nextcloud share (a landing
-//! page that redirects to it, WebDAV listings of its folders, the month folders under a prefix or
-//! at its root, the tax-regime zips somewhere in it or in a share of their own) with the project's
-//! sample dump, and injects faults: cut connections, stalls, a server that ignores Range, 416, 5xx
+//! page that redirects to it, WebDAV listings of its folders, the month folders under a prefix, at
+//! its root, moved elsewhere beside another registry's, or nowhere in a hostile tree, the
+//! tax-regime zips somewhere in it or in a share of their own) with the project's sample dump, and
+//! injects faults: cut connections, stalls, a server that ignores Range, 416, 5xx
 //! bursts, corrupt bytes, a listing whose size disagrees, a token that rotates, and stalls of every
 //! stream beyond the second.
 
@@ -46,6 +47,10 @@ struct Remote {
     prefix: String,
     /// Where the tax-regime zips also sit in the main share, relative to the prefix.
     tax_folder: Option<String>,
+    /// More files of the main share, by their path in it (not under the prefix).
+    extra: BTreeMap<String, Vec<u8>>,
+    /// PROPFIND requests answered.
+    propfinds: usize,
     /// A file request that arrives while more than this many are being answered stalls until the
     /// client hangs up.
     stall_above: Option<usize>,
@@ -188,6 +193,7 @@ fn share_files<'a>(r: &'a Remote, token: &str) -> Option<BTreeMap<String, &'a Ve
             let folder = if folder.is_empty() { String::new() } else { format!("{folder}/") };
             files.extend(r.tax.iter().map(|(n, b)| (format!("{}{folder}{n}", r.prefix), b)));
         }
+        files.extend(r.extra.iter().map(|(p, b)| (p.clone(), b)));
     } else {
         return None;
     }
@@ -260,6 +266,7 @@ fn serve(mut stream: TcpStream, remote: &Mutex<Remote>) {
         };
     }
     if method == "PROPFIND" {
+        r.propfinds += 1;
         let share_root = "/public.php/webdav/";
         let Some(folder) = path.strip_prefix(share_root) else {
             return respond(&mut stream, "404 Not Found", &[], b"");
@@ -598,20 +605,154 @@ fn month_folders_under_a_prefix_and_the_tax_regime_files_wherever_the_listing_sh
             assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), server.bytes(name), "{placed:?} {name}");
         }
     }
+}
 
-    // Without the prefix, the share's root holds no month: the error says what it holds.
+/// A share whose month folders are not in the folder the source names is searched: the folder
+/// found is the one downloaded from, logged, and named in the summary's source.
+#[test]
+fn month_folders_at_the_shares_root_are_found_when_the_default_prefix_is_missing() {
     let server = Server::start();
-    server.remote.lock().unwrap().prefix = "Dados/Cadastros/CNPJ/".into();
     let dir = tempfile::tempdir().unwrap();
     let mut opts = server.options(dir.path());
-    opts.source = server.todays("");
+    opts.source = server.todays("/Dados/Cadastros/CNPJ");
+    let (summary, logs) = logged(|| download(&opts, &NoObserver));
+    let summary = summary.expect("the month folders are found at the share's root");
+    assert_eq!((summary.month.as_str(), summary.downloaded.len()), (MONTH, 15), "{:?}", summary.downloaded);
+    assert!(summary.source.ends_with(", folder /"), "{}", summary.source);
+    assert!(
+        logs.contains("INFO")
+            && logs.contains("month folders found by a search of the share: /Dados/Cadastros/CNPJ/ is missing")
+            && logs.contains("folder=/ "),
+        "{logs}"
+    );
+}
+
+/// Another registry's month folders (without the dump's zips) come first in the walk; the
+/// month folders of the dump sit deeper. Whether the default prefix is missing or holds none, the
+/// dump's are found, and the tax-regime zips are looked for below them.
+#[test]
+fn month_folders_moved_to_another_nested_folder_are_found_past_another_registrys() {
+    for prefix_there in [false, true] {
+        let server = Server::start();
+        {
+            let mut r = server.remote.lock().unwrap();
+            r.prefix = "Dados/Cadastros/Mensal/CNPJ/".into();
+            r.tax_folder = Some("regime_tributario".into());
+            for month in ["2026-08", "2026-09"] {
+                r.extra.insert(format!("Dados/Cadastros/CNO/{month}/cno.zip"), b"PK".to_vec());
+            }
+            if prefix_there {
+                r.extra.insert("Dados/Cadastros/CNPJ/LEIAME.txt".into(), b"moved".to_vec());
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = server.options(dir.path());
+        opts.source = server.todays("/Dados/Cadastros/CNPJ");
+        opts.tax_regime = TaxRegime::SameSource;
+        let (summary, logs) = logged(|| download(&opts, &NoObserver));
+        let summary = summary.unwrap_or_else(|e| panic!("{prefix_there}: {e}"));
+        assert!(summary.source.ends_with("folder /Dados/Cadastros/Mensal/CNPJ/"), "{}", summary.source);
+        assert_eq!(summary.month, MONTH);
+        assert_eq!(summary.downloaded.len(), 15, "the month's and the tax-regime zips: {:?}", summary.downloaded);
+        assert_eq!(summary.tax_regime_folders, ["regime_tributario"], "{prefix_there}");
+        for name in &summary.downloaded {
+            assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), server.bytes(name), "{name}");
+        }
+        let why = if prefix_there { "holds no month folder" } else { "is missing" };
+        assert!(logs.contains(&format!("/Dados/Cadastros/CNPJ/ {why}")), "{logs}");
+        assert!(logs.contains("folder=/Dados/Cadastros/Mensal/CNPJ/"), "{logs}");
+    }
+}
+
+/// A prefix that holds month folders is used as given, even when the share's root holds others:
+/// `/Dados/Cadastros/CNPJ` gives its complete month; the root (`""`) its own, incomplete one.
+#[test]
+fn a_prefix_that_holds_month_folders_is_used_as_given() {
+    let server = Server::start();
+    let cnaes = server.bytes("Cnaes.zip");
+    {
+        let mut r = server.remote.lock().unwrap();
+        r.prefix = "Dados/Cadastros/CNPJ/".into();
+        r.extra.insert("2026-11/Cnaes.zip".into(), cnaes);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = server.options(dir.path());
+    opts.source = server.todays("/Dados/Cadastros/CNPJ");
+    assert_eq!(resolve_month(&opts).unwrap(), MONTH);
+    opts.source = server.todays("/");
     let err = resolve_month(&opts).unwrap_err().to_string();
-    assert!(err.contains("no month folder") && err.contains("Dados"), "{err}");
+    assert!(err.contains(&format!("no complete month at {}/public.php/webdav/ (", server.base())), "{err}");
+}
+
+#[test]
+fn no_month_folder_anywhere_is_an_error_naming_the_folders_searched() {
+    let server = Server::start();
+    {
+        let mut r = server.remote.lock().unwrap();
+        r.months.clear();
+        r.extra.insert("Dados/Cadastros/CNO/2026-09/cno.zip".into(), b"PK".to_vec());
+        r.extra.insert("Outros/LEIAME.txt".into(), b"?".to_vec());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = server.options(dir.path());
+    opts.source = server.todays("/Dados/Cadastros/CNPJ");
+    let err = resolve_month(&opts).unwrap_err().to_string();
+    for part in [
+        "no month folder (YYYY-MM/) in share ShareToken123",
+        "/Dados/Cadastros/CNPJ/ is missing",
+        "a search of the share from its root (4 levels down) found none",
+        "folders seen: /, /Dados/, /Outros/, /Dados/Cadastros/, /Dados/Cadastros/CNO/ (month folders without the dump's zips)",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    assert!(!err.contains("stopped"), "{err}");
+}
+
+/// A deep chain of folders is walked four levels down; a wide tree, 64 folders in all; the error
+/// names 24 of them and counts the rest.
+#[test]
+fn a_hostile_tree_does_not_make_the_search_list_forever() {
+    let server = Server::start();
+    let deep = format!("{}LEIAME.txt", "fundo/".repeat(40));
+    {
+        let mut r = server.remote.lock().unwrap();
+        r.months.clear();
+        r.extra.insert(deep, b"?".to_vec());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = server.options(dir.path());
+    opts.source = server.todays("/Dados/Cadastros/CNPJ");
+    let err = resolve_month(&opts).unwrap_err().to_string();
+    assert!(err.contains("folders seen: /, /fundo/, /fundo/fundo/") && !err.contains("stopped"), "{err}");
+    assert_eq!(server.remote.lock().unwrap().propfinds, 1 + 5, "the prefix, then the root and four levels");
+
+    {
+        let mut r = server.remote.lock().unwrap();
+        for i in 0..500 {
+            r.extra.insert(format!("largo{i:03}/{}LEIAME.txt", "x/".repeat(i % 7)), b"?".to_vec());
+        }
+        r.propfinds = 0;
+    }
+    let started = Instant::now();
+    let err = resolve_month(&opts).unwrap_err().to_string();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(server.remote.lock().unwrap().propfinds, 1 + 64, "the prefix, then 64 folders");
+    assert!(err.contains("stopped at 64 folders") && err.ends_with(" and 40 more"), "{err}");
 }
 
 /// Log lines written under a test's own subscriber.
 #[derive(Clone, Default)]
 struct Logs(Arc<Mutex<Vec<u8>>>);
+
+/// What `f` returns, and the lines it logged (info and above).
+fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let lines = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    (out, lines)
+}
 
 impl Write for Logs {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -635,10 +776,8 @@ fn a_server_that_stalls_more_than_two_streams_gets_two() {
     let mut opts = server.options(dir.path());
     opts.parallel = 4;
     opts.stall = Duration::from_millis(300);
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
-    let summary = tracing::subscriber::with_default(subscriber, || download(&opts, &NoObserver)).expect("completes");
+    let (summary, logs) = logged(|| download(&opts, &NoObserver));
+    let summary = summary.expect("completes");
     assert_eq!(summary.downloaded.len(), 15, "{:?}", summary.downloaded);
     for name in &summary.downloaded {
         assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), server.bytes(name), "{name}");
@@ -649,7 +788,6 @@ fn a_server_that_stalls_more_than_two_streams_gets_two() {
     assert_eq!((p.drops[0].from, p.drops[0].to), (4, 2), "{p:?}");
     let stalls_served = server.remote.lock().unwrap().overload_stalls;
     assert_eq!(p.stalls, stalls_served, "every stall the server made was seen as one");
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     assert!(
         logs.contains("WARN") && logs.contains("server stalls parallel streams: dropping to 2 transfers"),
         "{logs}"

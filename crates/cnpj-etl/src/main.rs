@@ -445,6 +445,8 @@ struct SourceArgs {
     landing: Option<String>,
     /// The folder inside the share that holds the YYYY-MM/ folders; default: /Dados/Cadastros/CNPJ
     /// for a share found from --landing (today's layout), the share's root for a --share-token.
+    /// When it is missing or holds none, the share is searched for them from its root (4 levels
+    /// down, 64 folders at most) and the folder found is used (the summary names it).
     #[arg(long, env = "CNPJ_RFB_PREFIX")]
     prefix: Option<String>,
     /// Use the legacy Apache listing ({base}/dados/cnpj/dados_abertos_cnpj/YYYY-MM/) instead of the share.
