@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use cnpj_model::rows::ChangeRow;
 
-use crate::feed::IndexError;
+use crate::IndexError;
 use crate::lookup::{Entries, Lookup, LookupTable, cells, lookup_path, put_cell};
 
 /// A company in this month's Empresas and not in last month's.

@@ -12,26 +12,11 @@ use std::sync::{Condvar, Mutex, PoisonError};
 
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
 
+use crate::IndexError;
 use crate::changes::{ChangeFile, Differ, Previous};
 use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
-use crate::search::{HalfColumns, Postings, SearchIndexError, Table, UPPER, pack, write_index};
+use crate::search::{HalfColumns, Postings, Table, UPPER, pack, write_index};
 use crate::text::date_text;
-
-#[derive(Debug, thiserror::Error)]
-pub enum IndexError {
-    #[error("writing the lookup file: {0}")]
-    Lookup(#[from] LookupError),
-    #[error("writing the search index: {0}")]
-    Search(#[from] SearchIndexError),
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("the establishments were not stored, so the companies cannot be indexed")]
-    EstablishmentsFailed,
-    #[error("more than 2^31 establishments in one half of the table")]
-    TooMany,
-    #[error("the previous dataset's lookup file {path}: {reason}")]
-    PreviousLookup { path: PathBuf, reason: String },
-}
 
 /// What the feeds have handed back, and how far the establishments are.
 #[derive(Default)]

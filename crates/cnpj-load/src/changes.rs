@@ -15,7 +15,8 @@ use duckdb::{AccessMode, Config, Connection};
 use serde::Serialize;
 
 use crate::batches::{ChangeBatch, ddl};
-use crate::loader::{LoadError, Loader, db};
+use crate::loader::Loader;
+use crate::{LoadError, db};
 
 const COLUMNS: &str = "month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae";
 

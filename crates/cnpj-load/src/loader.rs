@@ -10,48 +10,14 @@ use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, So
 use duckdb::Connection;
 use serde::Serialize;
 
-use crate::batches::{Batch, DuplicateBatch, ddl, tables};
-use crate::runs::{ALL_KEYS, Codes, Key, Keyed, Run, Runs, Served, Spill, by_table, halfway, merge};
+use crate::batches::{Batch, DuplicateBatch, Served, ddl, tables};
+use crate::runs::{ALL_KEYS, Codes, Key, Keyed, Run, Runs, Spill, by_table, halfway, merge};
+use crate::{LoadError, db};
 use cnpj_index::{Fed, Part, ServingWriter};
 
 const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
 const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
 const VIEWS: &str = include_str!("../../../sql/duckdb/views.sql");
-
-// Causes are not repeated in the messages: they are the `source`, printed after the message by
-// the binaries (anyhow's `{:#}`). A full disk adds "no space left on device", the folder and its
-// free space (`space`).
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("{context}{no_space}")]
-    Db {
-        context: String,
-        /// What a full disk adds to the context (the free space when it failed), else `""`.
-        no_space: String,
-        source: crate::space::DuckDbError,
-    },
-    #[error("{}{}", path.display(), crate::space::io_note(path, source))]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error(
-        "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
-    )]
-    Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
-    #[error("a merge stopped because its table's appender failed")]
-    Stopped,
-    /// The normalizer lets no such base through; the history's company sets cannot hold it.
-    #[error("the history's {month} has a company base {basico:?} that is not 8 characters of [0-9A-Z]")]
-    CompanyBase { month: String, basico: String },
-    #[error(transparent)]
-    Index(#[from] cnpj_index::IndexError),
-}
-
-pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
-    let context = context.into();
-    move |source| {
-        let source = crate::space::DuckDbError(source);
-        LoadError::Db { context, no_space: crate::space::db_note(&source), source }
-    }
-}
 
 /// One source file (a zip member) of the build, as the pipeline read it.
 #[derive(Clone, Debug, Serialize)]
@@ -432,7 +398,7 @@ fn append(conn: &Connection, batch: Batch) -> Result<(), LoadError> {
 /// appender is single-threaded, and appending transactions run side by side (autocommitting
 /// appenders did not: they wait on each other's commits). The lower half commits first, so the
 /// table is in key order.
-fn store<T: Served + Fed>(
+fn store<T: Keyed + Served + Fed>(
     conn: &Connection,
     runs: &[Run],
     batch_rows: usize,
@@ -487,7 +453,7 @@ fn store<T: Served + Fed>(
 /// a thread of its own (feeding the serving files) and hands its batches to this one, which
 /// appends them: DuckDB's appender is the costlier half. Returns the rows kept.
 #[allow(clippy::too_many_arguments)]
-fn store_keys<T: Served>(
+fn store_keys<T: Keyed + Served>(
     conn: &Connection,
     paths: &[PathBuf],
     keys: &std::ops::Range<Key>,
