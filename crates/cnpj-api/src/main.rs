@@ -235,35 +235,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::Ok(())
             })
         }
-        Command::Accounts { command } => {
-            match command {
-                AccountsCommand::CreateUser { name, credits } => {
-                    let user = accounts.create_user(&name, credits)?;
-                    print(&format!("created user {} with {} credits", user.name, user.credits))?;
-                }
-                AccountsCommand::IssueToken { user, expires } => print(&accounts.issue_token(&user, expires)?)?,
-                AccountsCommand::RevokeToken { prefix } => {
-                    accounts.revoke_token(&prefix)?;
-                    print(&format!("revoked {prefix}"))?;
-                }
-                AccountsCommand::Grant { user, credits } => {
-                    let user = accounts.grant(&user, credits)?;
-                    print(&format!("{} has {} credits", user.name, user.credits))?;
-                }
-                AccountsCommand::Show { user } => {
-                    let (user, tokens, used) = accounts.show(&user)?;
-                    print(&format!("user {}: {} credits, {} used", user.name, user.credits, used))?;
-                    for t in tokens {
-                        let state = match (t.revoked_at, t.expires_at) {
-                            (Some(_), _) => "revoked".to_owned(),
-                            (None, Some(at)) => format!("expires at {at}"),
-                            (None, None) => "active".to_owned(),
-                        };
-                        print(&format!("  {}…  {state}", t.prefix))?;
-                    }
-                }
+        Command::Accounts { command } => manage(&accounts, command),
+    }
+}
+
+/// An `accounts` command, its outcome printed.
+fn manage(accounts: &Accounts, command: AccountsCommand) -> anyhow::Result<()> {
+    match command {
+        AccountsCommand::CreateUser { name, credits } => {
+            let user = accounts.create_user(&name, credits)?;
+            print(&format!("created user {} with {} credits", user.name, user.credits))?;
+        }
+        AccountsCommand::IssueToken { user, expires } => print(&accounts.issue_token(&user, expires)?)?,
+        AccountsCommand::RevokeToken { prefix } => {
+            accounts.revoke_token(&prefix)?;
+            print(&format!("revoked {prefix}"))?;
+        }
+        AccountsCommand::Grant { user, credits } => {
+            let user = accounts.grant(&user, credits)?;
+            print(&format!("{} has {} credits", user.name, user.credits))?;
+        }
+        AccountsCommand::Show { user } => {
+            let (user, tokens, used) = accounts.show(&user)?;
+            print(&format!("user {}: {} credits, {} used", user.name, user.credits, used))?;
+            for t in tokens {
+                let state = match (t.revoked_at, t.expires_at) {
+                    (Some(_), _) => "revoked".to_owned(),
+                    (None, Some(at)) => format!("expires at {at}"),
+                    (None, None) => "active".to_owned(),
+                };
+                print(&format!("  {}…  {state}", t.prefix))?;
             }
-            Ok(())
         }
     }
+    Ok(())
 }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use cnpj_accounts::{Accounts, User};
-use cnpj_model::CnpjQuery;
+use cnpj_model::{BatchRecord, CnpjQuery, Locale};
 use cnpj_store::{Store, StoreError};
 use serde_json::{Value, json};
 
@@ -344,65 +344,12 @@ async fn batch(
         }
     })?;
     let locale = params::locale(&params)?;
-    let entries: Vec<String> = match serde_json::from_slice::<Value>(&body) {
-        // `additionalProperties: false`, as the OpenAPI document says.
-        Ok(Value::Object(map)) if map.keys().any(|k| k != "cnpjs") => {
-            let unknown = map.keys().find(|k| *k != "cnpjs").map_or("", String::as_str);
-            return Err(ApiError::invalid(unknown, "Unknown property: the body is {\"cnpjs\": [strings]}."));
-        }
-        Ok(Value::Object(map)) => match map.get("cnpjs") {
-            Some(Value::Array(items)) if (1..=100).contains(&items.len()) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned))
-                .collect::<Option<_>>()
-                .ok_or_else(|| ApiError::invalid("cnpjs", "Every entry must be a string."))?,
-            Some(Value::Array(_)) => return Err(ApiError::invalid("cnpjs", "Send 1 to 100 CNPJs.")),
-            _ => return Err(ApiError::invalid("cnpjs", "The body must be {\"cnpjs\": [strings]}.")),
-        },
-        _ => return Err(ApiError::invalid("body", "The body must be a JSON object {\"cnpjs\": [strings]}.")),
-    };
+    let entries = batch_entries(&body)?;
     let total_requested = entries.len();
-    // Deduplicate by normalized form (an invalid entry by its exact text), keeping first occurrences.
-    let mut seen: HashMap<String, ()> = HashMap::new();
-    let mut items: Vec<(String, Result<CnpjQuery, ()>)> = Vec::new();
-    for entry in entries {
-        let parsed = CnpjQuery::parse(&entry).map_err(|_| ());
-        let key = match &parsed {
-            Ok(CnpjQuery::Full(c)) => c.to_string(),
-            Ok(q @ CnpjQuery::Basico(_)) => q.basico().to_owned(),
-            Err(()) => format!("invalid:{entry}"),
-        };
-        if seen.insert(key, ()).is_none() {
-            items.push((entry, parsed));
-        }
-    }
+    let items = distinct(entries);
     let store = state.store();
-    let state2 = Arc::clone(&state);
-    let results = blocking(move || {
-        let mut results = Vec::with_capacity(items.len());
-        for (entry, parsed) in items {
-            let found = match parsed {
-                Err(()) => Err(()),
-                Ok(query) => {
-                    let key = match &query {
-                        CnpjQuery::Full(c) => c.to_string(),
-                        q => q.basico().to_owned(),
-                    };
-                    match state2.cache.get(&key, locale) {
-                        Some(cached) => Ok(cached),
-                        None => {
-                            let record = store.batch(&query, locale)?.map(Arc::new);
-                            state2.cache.put(&key, locale, record.clone());
-                            Ok(record)
-                        }
-                    }
-                }
-            };
-            results.push((entry, found));
-        }
-        Ok(results)
-    })
-    .await?;
+    let lookup_state = Arc::clone(&state);
+    let results = blocking(move || look_up(&lookup_state, &store, items, locale)).await?;
     let found = results.iter().filter(|(_, r)| matches!(r, Ok(Some(_)))).count() as i64;
     let cost = found * state.prices.batch_item;
     let remaining = charge(&state, &user, cost, "batch").await?;
@@ -422,6 +369,78 @@ async fn batch(
         "credits_used": cost,
         "credits_remaining": remaining,
     })))
+}
+
+/// The entries of a batch's body, `{"cnpjs": [1 to 100 strings]}` and nothing else.
+fn batch_entries(body: &[u8]) -> Result<Vec<String>, ApiError> {
+    match serde_json::from_slice::<Value>(body) {
+        // `additionalProperties: false`, as the OpenAPI document says.
+        Ok(Value::Object(map)) if map.keys().any(|k| k != "cnpjs") => {
+            let unknown = map.keys().find(|k| *k != "cnpjs").map_or("", String::as_str);
+            Err(ApiError::invalid(unknown, "Unknown property: the body is {\"cnpjs\": [strings]}."))
+        }
+        Ok(Value::Object(map)) => match map.get("cnpjs") {
+            Some(Value::Array(items)) if (1..=100).contains(&items.len()) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| ApiError::invalid("cnpjs", "Every entry must be a string.")),
+            Some(Value::Array(_)) => Err(ApiError::invalid("cnpjs", "Send 1 to 100 CNPJs.")),
+            _ => Err(ApiError::invalid("cnpjs", "The body must be {\"cnpjs\": [strings]}.")),
+        },
+        _ => Err(ApiError::invalid("body", "The body must be a JSON object {\"cnpjs\": [strings]}.")),
+    }
+}
+
+/// A batch's entries parsed (`Err` for an invalid one), deduplicated by normalized form (an
+/// invalid entry by its exact text), keeping first occurrences.
+fn distinct(entries: Vec<String>) -> Vec<(String, Result<CnpjQuery, ()>)> {
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    let mut items = Vec::new();
+    for entry in entries {
+        let parsed = CnpjQuery::parse(&entry).map_err(|_| ());
+        let key = match &parsed {
+            Ok(CnpjQuery::Full(c)) => c.to_string(),
+            Ok(q @ CnpjQuery::Basico(_)) => q.basico().to_owned(),
+            Err(()) => format!("invalid:{entry}"),
+        };
+        if seen.insert(key, ()).is_none() {
+            items.push((entry, parsed));
+        }
+    }
+    items
+}
+
+/// What a batch found of each entry, from the batch cache or the store (blocking).
+#[allow(clippy::type_complexity)]
+fn look_up(
+    state: &AppState,
+    store: &Store,
+    items: Vec<(String, Result<CnpjQuery, ()>)>,
+    locale: Locale,
+) -> Result<Vec<(String, Result<Option<Arc<BatchRecord>>, ()>)>, ApiError> {
+    let mut results = Vec::with_capacity(items.len());
+    for (entry, parsed) in items {
+        let found = match parsed {
+            Err(()) => Err(()),
+            Ok(query) => {
+                let key = match &query {
+                    CnpjQuery::Full(c) => c.to_string(),
+                    q => q.basico().to_owned(),
+                };
+                match state.cache.get(&key, locale) {
+                    Some(cached) => Ok(cached),
+                    None => {
+                        let record = store.batch(&query, locale)?.map(Arc::new);
+                        state.cache.put(&key, locale, record.clone());
+                        Ok(record)
+                    }
+                }
+            }
+        };
+        results.push((entry, found));
+    }
+    Ok(results)
 }
 
 /// Reloads the dataset on SIGHUP, for a swap without restart.

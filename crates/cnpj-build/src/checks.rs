@@ -16,7 +16,8 @@ use cnpj_load::SourceFile;
 use cnpj_model::FileKind;
 use cnpj_normalize::CapitalIssue;
 use cnpj_parse::{Member, ParseError, TextStats};
-use serde::Serialize;
+
+use crate::report::{CapitalExample, CapitalNotLoaded};
 
 /// A file fails when more than this share of its rows is rejected…
 pub const MAX_REJECT_PERCENT: u64 = 1;
@@ -131,22 +132,6 @@ impl CapitalTally {
             self.examples.push((line, issue, value));
         }
     }
-}
-
-/// Capital values of one file and reason that were not loaded.
-#[derive(Clone, Debug, Serialize)]
-pub struct CapitalNotLoaded {
-    pub zip: String,
-    pub member: String,
-    pub reason: &'static str,
-    pub rows: u64,
-    pub examples: Vec<CapitalExample>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct CapitalExample {
-    pub line: u64,
-    pub value: String,
 }
 
 /// The checks of one build: problems found so far, and what the options let through.

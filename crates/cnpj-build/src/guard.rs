@@ -72,6 +72,15 @@ fn percent(share: f64) -> String {
 
 /// The anomalies of `report` next to `previous`; `disappeared`: CNPJs gone since last month.
 pub fn anomalies(previous: &PreviousReport, report: &BuildReport, disappeared: u64, t: &Thresholds) -> Vec<Anomaly> {
+    let mut out = table_sizes(previous, report, t);
+    out.extend(disappeared_share(previous, disappeared, t));
+    out.extend(reject_rate(previous, report, t));
+    out.extend(missing_kinds(previous, report));
+    out
+}
+
+/// A main table that shrank or grew past its threshold.
+fn table_sizes(previous: &PreviousReport, report: &BuildReport, t: &Thresholds) -> Vec<Anomaly> {
     let mut out = Vec::new();
     let now = |table: &str| report.tables.iter().find(|r| r.table == table).map_or(0, |r| r.rows);
     for table in MAIN_TABLES {
@@ -108,52 +117,60 @@ pub fn anomalies(previous: &PreviousReport, report: &BuildReport, disappeared: u
             });
         }
     }
-    if let Some(before) = previous.rows("estabelecimentos").filter(|&n| n > 0) {
-        let share = disappeared as f64 / before as f64;
-        if share > t.max_disappeared {
-            out.push(Anomaly {
-                kind: "disappeared_share".into(),
-                subject: "estabelecimentos".into(),
-                previous: before as f64,
-                current: disappeared as f64,
-                threshold: t.max_disappeared,
-                message: format!(
-                    "{disappeared} CNPJs of last month's {before} are gone ({}; at most {} allowed)",
-                    percent(share),
-                    percent(t.max_disappeared)
-                ),
-            });
-        }
-    }
+    out
+}
+
+/// Too many of last month's CNPJs gone.
+fn disappeared_share(previous: &PreviousReport, disappeared: u64, t: &Thresholds) -> Option<Anomaly> {
+    let before = previous.rows("estabelecimentos").filter(|&n| n > 0)?;
+    let share = disappeared as f64 / before as f64;
+    (share > t.max_disappeared).then(|| Anomaly {
+        kind: "disappeared_share".into(),
+        subject: "estabelecimentos".into(),
+        previous: before as f64,
+        current: disappeared as f64,
+        threshold: t.max_disappeared,
+        message: format!(
+            "{disappeared} CNPJs of last month's {before} are gone ({}; at most {} allowed)",
+            percent(share),
+            percent(t.max_disappeared)
+        ),
+    })
+}
+
+/// A reject rate too many times last month's.
+fn reject_rate(previous: &PreviousReport, report: &BuildReport, t: &Thresholds) -> Option<Anomaly> {
     let rate = |rejected: u64, read: u64| if read == 0 { 0.0 } else { rejected as f64 / read as f64 };
     let (before, current) =
         (rate(previous.rows_rejected, previous.rows_read), rate(report.rows_rejected, report.rows_read));
-    if current > t.max_reject_ratio * before.max(REJECT_RATE_FLOOR) {
-        out.push(Anomaly {
-            kind: "reject_rate".into(),
-            subject: String::new(),
-            previous: before,
-            current,
-            threshold: t.max_reject_ratio,
-            message: format!(
-                "{} of the rows were rejected, {} last month (at most {} times last month's allowed)",
-                percent(current),
-                percent(before),
-                t.max_reject_ratio
-            ),
-        });
-    }
+    (current > t.max_reject_ratio * before.max(REJECT_RATE_FLOOR)).then(|| Anomaly {
+        kind: "reject_rate".into(),
+        subject: String::new(),
+        previous: before,
+        current,
+        threshold: t.max_reject_ratio,
+        message: format!(
+            "{} of the rows were rejected, {} last month (at most {} times last month's allowed)",
+            percent(current),
+            percent(before),
+            t.max_reject_ratio
+        ),
+    })
+}
+
+/// A kind of file that was there last month and is missing now.
+fn missing_kinds(previous: &PreviousReport, report: &BuildReport) -> Vec<Anomaly> {
     let kinds_now: BTreeSet<&str> = report.files.iter().map(|f| f.kind.name()).collect();
     let kinds_before: BTreeSet<&str> = previous.files.iter().map(|f| f.kind.as_str()).collect();
-    for kind in kinds_before.difference(&kinds_now) {
-        out.push(Anomaly {
+    kinds_before
+        .difference(&kinds_now)
+        .map(|kind| Anomaly {
             kind: "file_kind_missing".into(),
             subject: (*kind).to_owned(),
             previous: 1.0,
             current: 0.0,
             threshold: 0.0,
             message: format!("last month had {kind} files, this month has none"),
-        });
-    }
-    out
+        })
+        .collect()
 }

@@ -10,9 +10,9 @@ mod page;
 mod pipeline;
 mod report;
 
-pub use checks::{CapitalNotLoaded, CheckError, MAX_REJECT_PERCENT, MIN_REJECTS, writable_file};
+pub use checks::{CheckError, MAX_REJECT_PERCENT, MIN_REJECTS, writable_file};
 pub use cnpj_parse::DEFAULT_MAX_RECORD_BYTES;
 pub use guard::Thresholds;
 pub use page::page_path;
 pub use pipeline::{BuildError, BuildOptions, NoObserver, Observer, build};
-pub use report::{Anomaly, BuildReport, Count, FileReport, MonthOverMonth, TableThenNow};
+pub use report::{Anomaly, BuildReport, CapitalNotLoaded, Count, FileReport, MonthOverMonth, TableThenNow};

@@ -255,6 +255,26 @@ type Missing = (&'static str, &'static str, String);
 /// The charts of a report, in page order; in place of one with nothing to draw, why.
 fn charts(r: &BuildReport) -> Vec<Result<Chart, Missing>> {
     let no_previous = || "No previous month to compare with: the build was not given one (--previous).".to_owned();
+    let (events, states) = match &r.month_over_month {
+        Some(mom) => (
+            counted("events", "Changes by event", &mom.events, EVENTS, "No change was recorded.", None),
+            counted("states", "Changes by state", &mom.states, STATES, "No change was recorded.", None),
+        ),
+        None => {
+            (Err(("events", "Changes by event", no_previous())), Err(("states", "Changes by state", no_previous())))
+        }
+    };
+    vec![
+        drawn(rows_chart(r)).map_err(|(id, title)| (id, title, "The dataset has no rows.".to_owned())),
+        events,
+        states,
+        counted("rejects", "Rejects by reason", &r.rejects_by_reason, REJECTS, "No row was rejected.", Some("Reason")),
+        drawn(time_chart(r)).map_err(|(id, title)| (id, title, "No time was measured.".to_owned())),
+    ]
+}
+
+/// Rows per table this month, and last month's beside them when there is one.
+fn rows_chart(r: &BuildReport) -> Chart {
     let this_month = r.source_month.clone().map_or_else(|| "this month".to_owned(), |m| format!("this month ({m})"));
     let mut rows = Chart {
         id: "rows",
@@ -284,30 +304,32 @@ fn charts(r: &BuildReport) -> Vec<Result<Chart, Missing>> {
         let name = mom.previous_month.clone().map_or_else(|| "last month".to_owned(), |m| format!("last month ({m})"));
         rows.series.insert(0, Series { name, color: LAST_MONTH, values: previous });
     }
-    let counted = |id, title, counts: &[Count], color, none: &str, table: Option<&'static str>| {
-        drawn(Chart {
-            id,
-            title,
-            categories: counts.iter().map(|c| c.name.clone()).collect(),
-            series: vec![Series {
-                name: title.to_owned(),
-                color,
-                values: counts.iter().map(|c| c.count as f64).collect(),
-            }],
-            unit: Unit::Rows,
-            table: table.map(|heading| (heading, counts.to_vec())),
-        })
-        .map_err(|(id, title)| (id, title, none.to_owned()))
-    };
-    let (events, states) = match &r.month_over_month {
-        Some(mom) => (
-            counted("events", "Changes by event", &mom.events, EVENTS, "No change was recorded.", None),
-            counted("states", "Changes by state", &mom.states, STATES, "No change was recorded.", None),
-        ),
-        None => {
-            (Err(("events", "Changes by event", no_previous())), Err(("states", "Changes by state", no_previous())))
-        }
-    };
+    rows
+}
+
+/// A chart of `counts` (listed whole below it under `table`'s heading, when given); `none` says
+/// why in its place when there is nothing to draw.
+fn counted(
+    id: &'static str,
+    title: &'static str,
+    counts: &[Count],
+    color: RGBColor,
+    none: &str,
+    table: Option<&'static str>,
+) -> Result<Chart, Missing> {
+    drawn(Chart {
+        id,
+        title,
+        categories: counts.iter().map(|c| c.name.clone()).collect(),
+        series: vec![Series { name: title.to_owned(), color, values: counts.iter().map(|c| c.count as f64).collect() }],
+        unit: Unit::Rows,
+        table: table.map(|heading| (heading, counts.to_vec())),
+    })
+    .map_err(|(id, title)| (id, title, none.to_owned()))
+}
+
+/// Seconds per stage of the build.
+fn time_chart(r: &BuildReport) -> Chart {
     let s = &r.seconds;
     let stages = [
         ("lookups", s.lookups),
@@ -317,7 +339,7 @@ fn charts(r: &BuildReport) -> Vec<Result<Chart, Missing>> {
         ("serving files", s.serving_files),
         ("total", s.total),
     ];
-    let time = Chart {
+    Chart {
         id: "time",
         title: "Time per stage",
         categories: stages.iter().map(|(name, _)| (*name).to_owned()).collect(),
@@ -328,14 +350,7 @@ fn charts(r: &BuildReport) -> Vec<Result<Chart, Missing>> {
         }],
         unit: Unit::Seconds,
         table: None,
-    };
-    vec![
-        drawn(rows).map_err(|(id, title)| (id, title, "The dataset has no rows.".to_owned())),
-        events,
-        states,
-        counted("rejects", "Rejects by reason", &r.rejects_by_reason, REJECTS, "No row was rejected.", Some("Reason")),
-        drawn(time).map_err(|(id, title)| (id, title, "No time was measured.".to_owned())),
-    ]
+    }
 }
 
 /// The chart, if it has a bar to draw.

@@ -30,7 +30,7 @@ pub struct BuildReport {
     pub untranslated: Vec<UntranslatedCode>,
     /// Capital values that could not be loaded exactly (too big, malformed): the rows are loaded
     /// with a null capital, and counted here per file and reason, with a few examples.
-    pub capital_not_loaded: Vec<crate::checks::CapitalNotLoaded>,
+    pub capital_not_loaded: Vec<CapitalNotLoaded>,
     /// Problems of the input that an option (`accept_incomplete`, `ignore_stale`) let through.
     pub warnings: Vec<String>,
     /// The comparison with the previous month's dataset (`--previous`), when one was given.
@@ -97,6 +97,22 @@ pub struct FileReport {
     pub rows_rejected: u64,
     pub duplicates: u64,
     pub duplicates_differing: u64,
+}
+
+/// Capital values of one file and reason that were not loaded.
+#[derive(Clone, Debug, Serialize)]
+pub struct CapitalNotLoaded {
+    pub zip: String,
+    pub member: String,
+    pub reason: &'static str,
+    pub rows: u64,
+    pub examples: Vec<CapitalExample>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CapitalExample {
+    pub line: u64,
+    pub value: String,
 }
 
 #[derive(Clone, Debug, Serialize)]

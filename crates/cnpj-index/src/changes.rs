@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use cnpj_model::rows::ChangeRow;
 
-use crate::feed::IndexError;
+use crate::IndexError;
 use crate::lookup::{Entries, Lookup, LookupTable, cells, lookup_path, put_cell};
 
 /// A company in this month's Empresas and not in last month's.
@@ -238,134 +238,148 @@ const PARTNER_CELLS: usize = 10;
 fn compare(kind: Kind, sink: &mut Sink, key: &str, old: Option<&[u8]>, new: Option<&[u8]>) -> Result<(), IndexError> {
     let old = old.map(decode).transpose()?;
     let new = new.map(decode).transpose()?;
-    fn cell<'r>(row: &Option<Vec<Option<&'r str>>>, i: usize) -> Option<&'r str> {
-        row.as_ref().and_then(|r| r.get(i).copied().flatten())
-    }
     match kind {
-        Kind::Establishments => {
-            let (o, n) = (|i| cell(&old, i), |i| cell(&new, i));
-            // Where the establishment is now, or was last seen.
-            let here = |i| if new.is_some() { n(i) } else { o(i) };
-            let place = [here(est::UF), here(est::MUNICIPIO), here(est::CNAE)];
-            let basico = here(est::BASICO).unwrap_or(&key[..8]);
-            let mut emit = |event: &str, field: Option<&str>, old: Option<String>, new: Option<String>| {
-                sink.emit(Some(key), basico, event, field, old, new, place)
-            };
-            match (&old, &new) {
-                (None, _) => emit("opened", None, None, None)?,
-                (_, None) => emit("disappeared", None, None, None)?,
-                _ => {
-                    for (event, field, i) in [
-                        ("status_changed", "situacao_cadastral", est::SITUACAO),
-                        ("moved", "municipio", est::MUNICIPIO),
-                        ("moved", "cep", est::CEP),
-                        ("moved", "logradouro", est::LOGRADOURO),
-                        ("renamed", "nome_fantasia", est::NOME_FANTASIA),
-                        ("main_activity_changed", "cnae_fiscal", est::CNAE),
-                    ] {
-                        if o(i) != n(i) {
-                            emit(event, Some(field), json(o(i)), json(n(i)))?;
-                        }
-                    }
-                    let codes = |text: Option<&str>| -> Vec<String> {
-                        text.unwrap_or_default().split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect()
-                    };
-                    let (before, after) = (codes(o(est::CNAES_SECUNDARIOS)), codes(n(est::CNAES_SECUNDARIOS)));
-                    let sorted = |codes: &[String]| {
-                        let mut codes = codes.to_vec();
-                        codes.sort_unstable();
-                        codes.dedup();
-                        codes
-                    };
-                    if sorted(&before) != sorted(&after) {
-                        let list = |codes: Vec<String>| Some(serde_json::Value::from(codes).to_string());
-                        emit("secondary_activities_changed", Some("cnaes_secundarios"), list(before), list(after))?;
-                    }
-                }
-            }
-        }
-        Kind::Companies => {
-            let mut emit = |event: &str, field: Option<&str>, old: Option<String>, new: Option<String>| {
-                sink.emit(None, key, event, field, old, new, [None; 3])
-            };
-            match (&old, &new) {
-                (None, _) => emit(MARKER_COMPANY_NEW, None, None, None)?,
-                (_, None) => emit(MARKER_COMPANY_GONE, None, None, None)?,
-                _ => {
-                    for (event, field, i) in [
-                        ("renamed", "razao_social", co::RAZAO_SOCIAL),
-                        ("legal_nature_changed", "natureza_juridica", co::NATUREZA),
-                        ("capital_changed", "capital_social", co::CAPITAL),
-                        ("size_changed", "porte_empresa", co::PORTE),
-                    ] {
-                        let (o, n) = (cell(&old, i), cell(&new, i));
-                        if o != n {
-                            emit(event, Some(field), json(o), json(n))?;
-                        }
-                    }
-                }
-            }
-        }
-        Kind::Partners => {
-            // A partner: (nome, documento, qualificação), compared as multisets.
-            fn partners<'r>(row: &Option<Vec<Option<&'r str>>>) -> Vec<[&'r str; 3]> {
-                let mut out: Vec<[&str; 3]> = row
-                    .as_deref()
-                    .unwrap_or_default()
-                    .chunks(PARTNER_CELLS)
-                    .map(|p| [0, 3, 1].map(|i| p.get(i).copied().flatten().unwrap_or_default()))
-                    .collect();
-                out.sort_unstable();
-                out
-            }
-            let (before, after) = (partners(&old), partners(&new));
-            let json_partner =
-                |p: &[&str; 3]| serde_json::json!({"nome": p[0], "documento": p[1], "qualificacao": p[2]}).to_string();
-            let (mut i, mut j) = (0, 0);
-            while i < before.len() || j < after.len() {
-                match (before.get(i), after.get(j)) {
-                    (Some(b), Some(a)) if b == a => (i, j) = (i + 1, j + 1),
-                    (Some(b), a) if a.is_none_or(|a| b < a) => {
-                        sink.emit(None, key, "partner_left", Some("socios"), Some(json_partner(b)), None, [None; 3])?;
-                        i += 1;
-                    }
-                    (_, Some(a)) => {
-                        sink.emit(
-                            None,
-                            key,
-                            "partner_entered",
-                            Some("socios"),
-                            None,
-                            Some(json_partner(a)),
-                            [None; 3],
-                        )?;
-                        j += 1;
-                    }
-                    (None, None) => unreachable!("the loop stops when both are used up"),
-                    (Some(_), None) => unreachable!("covered by the arm above"),
-                }
-            }
-        }
-        Kind::Simples => {
-            for (i, field, opted_in, opted_out) in [
-                (0, "opcao_simples", "simples_opted_in", "simples_opted_out"),
-                (1, "opcao_mei", "mei_opted_in", "mei_opted_out"),
-            ] {
-                let (o, n) = (cell(&old, i), cell(&new, i));
-                let event = match (o == Some("S"), n == Some("S")) {
-                    (false, true) => opted_in,
-                    (true, false) => opted_out,
-                    _ => continue,
-                };
-                sink.emit(None, key, event, Some(field), json(o), json(n), [None; 3])?;
-            }
-        }
+        Kind::Establishments => establishment(sink, key, &old, &new),
+        Kind::Companies => company(sink, key, &old, &new),
+        Kind::Partners => partners(sink, key, &old, &new),
+        Kind::Simples => simples(sink, key, &old, &new),
         Kind::Regimes => {
             let (o, n) = (cell(&old, 0), cell(&new, 0));
             if o != n {
                 sink.emit(None, key, "tax_regime_changed", Some("regime_tributario"), json(o), json(n), [None; 3])?;
             }
+            Ok(())
         }
+    }
+}
+
+/// A decoded row's cells; `None` for a row absent that month.
+type Cells<'r> = Option<Vec<Option<&'r str>>>;
+
+/// Cell `i` of a row, `None` when the row or the cell is.
+fn cell<'r>(row: &Cells<'r>, i: usize) -> Option<&'r str> {
+    row.as_ref().and_then(|r| r.get(i).copied().flatten())
+}
+
+/// An establishment opened, disappeared, or changed in a compared field; the events carry where
+/// it is now (or was last seen).
+fn establishment(sink: &mut Sink, key: &str, old: &Cells, new: &Cells) -> Result<(), IndexError> {
+    let (o, n) = (|i| cell(old, i), |i| cell(new, i));
+    // Where the establishment is now, or was last seen.
+    let here = |i| if new.is_some() { n(i) } else { o(i) };
+    let place = [here(est::UF), here(est::MUNICIPIO), here(est::CNAE)];
+    let basico = here(est::BASICO).unwrap_or(&key[..8]);
+    let mut emit = |event: &str, field: Option<&str>, old: Option<String>, new: Option<String>| {
+        sink.emit(Some(key), basico, event, field, old, new, place)
+    };
+    match (old, new) {
+        (None, _) => emit("opened", None, None, None)?,
+        (_, None) => emit("disappeared", None, None, None)?,
+        _ => {
+            for (event, field, i) in [
+                ("status_changed", "situacao_cadastral", est::SITUACAO),
+                ("moved", "municipio", est::MUNICIPIO),
+                ("moved", "cep", est::CEP),
+                ("moved", "logradouro", est::LOGRADOURO),
+                ("renamed", "nome_fantasia", est::NOME_FANTASIA),
+                ("main_activity_changed", "cnae_fiscal", est::CNAE),
+            ] {
+                if o(i) != n(i) {
+                    emit(event, Some(field), json(o(i)), json(n(i)))?;
+                }
+            }
+            let codes = |text: Option<&str>| -> Vec<String> {
+                text.unwrap_or_default().split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect()
+            };
+            let (before, after) = (codes(o(est::CNAES_SECUNDARIOS)), codes(n(est::CNAES_SECUNDARIOS)));
+            let sorted = |codes: &[String]| {
+                let mut codes = codes.to_vec();
+                codes.sort_unstable();
+                codes.dedup();
+                codes
+            };
+            if sorted(&before) != sorted(&after) {
+                let list = |codes: Vec<String>| Some(serde_json::Value::from(codes).to_string());
+                emit("secondary_activities_changed", Some("cnaes_secundarios"), list(before), list(after))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A company's marker when it appeared or vanished, else its changed fields.
+fn company(sink: &mut Sink, key: &str, old: &Cells, new: &Cells) -> Result<(), IndexError> {
+    let mut emit = |event: &str, field: Option<&str>, old: Option<String>, new: Option<String>| {
+        sink.emit(None, key, event, field, old, new, [None; 3])
+    };
+    match (old, new) {
+        (None, _) => emit(MARKER_COMPANY_NEW, None, None, None)?,
+        (_, None) => emit(MARKER_COMPANY_GONE, None, None, None)?,
+        _ => {
+            for (event, field, i) in [
+                ("renamed", "razao_social", co::RAZAO_SOCIAL),
+                ("legal_nature_changed", "natureza_juridica", co::NATUREZA),
+                ("capital_changed", "capital_social", co::CAPITAL),
+                ("size_changed", "porte_empresa", co::PORTE),
+            ] {
+                let (o, n) = (cell(old, i), cell(new, i));
+                if o != n {
+                    emit(event, Some(field), json(o), json(n))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The partners who left and entered: a partner is (nome, documento, qualificação), and a
+/// company's partners are compared as multisets.
+fn partners(sink: &mut Sink, key: &str, old: &Cells, new: &Cells) -> Result<(), IndexError> {
+    fn partners<'r>(row: &Cells<'r>) -> Vec<[&'r str; 3]> {
+        let mut out: Vec<[&str; 3]> = row
+            .as_deref()
+            .unwrap_or_default()
+            .chunks(PARTNER_CELLS)
+            .map(|p| [0, 3, 1].map(|i| p.get(i).copied().flatten().unwrap_or_default()))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+    let (before, after) = (partners(old), partners(new));
+    let json_partner =
+        |p: &[&str; 3]| serde_json::json!({"nome": p[0], "documento": p[1], "qualificacao": p[2]}).to_string();
+    let (mut i, mut j) = (0, 0);
+    while i < before.len() || j < after.len() {
+        match (before.get(i), after.get(j)) {
+            (Some(b), Some(a)) if b == a => (i, j) = (i + 1, j + 1),
+            (Some(b), a) if a.is_none_or(|a| b < a) => {
+                sink.emit(None, key, "partner_left", Some("socios"), Some(json_partner(b)), None, [None; 3])?;
+                i += 1;
+            }
+            (_, Some(a)) => {
+                sink.emit(None, key, "partner_entered", Some("socios"), None, Some(json_partner(a)), [None; 3])?;
+                j += 1;
+            }
+            (None, None) => unreachable!("the loop stops when both are used up"),
+            (Some(_), None) => unreachable!("covered by the arm above"),
+        }
+    }
+    Ok(())
+}
+
+/// Opting in or out of the Simples and of the MEI.
+fn simples(sink: &mut Sink, key: &str, old: &Cells, new: &Cells) -> Result<(), IndexError> {
+    for (i, field, opted_in, opted_out) in [
+        (0, "opcao_simples", "simples_opted_in", "simples_opted_out"),
+        (1, "opcao_mei", "mei_opted_in", "mei_opted_out"),
+    ] {
+        let (o, n) = (cell(old, i), cell(new, i));
+        let event = match (o == Some("S"), n == Some("S")) {
+            (false, true) => opted_in,
+            (true, false) => opted_out,
+            _ => continue,
+        };
+        sink.emit(None, key, event, Some(field), json(o), json(n), [None; 3])?;
     }
     Ok(())
 }

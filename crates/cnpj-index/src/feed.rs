@@ -12,26 +12,11 @@ use std::sync::{Condvar, Mutex, PoisonError};
 
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
 
+use crate::IndexError;
 use crate::changes::{ChangeFile, Differ, Previous};
 use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
-use crate::search::{Field, HalfColumns, Postings, SearchIndexError, Table, UPPER, pack, write_index};
+use crate::search::{Field, HalfColumns, Postings, Table, UPPER, pack, write_index};
 use crate::text::date_text;
-
-#[derive(Debug, thiserror::Error)]
-pub enum IndexError {
-    #[error("writing the lookup file: {0}")]
-    Lookup(#[from] LookupError),
-    #[error("writing the search index: {0}")]
-    Search(#[from] SearchIndexError),
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("the establishments were not stored, so the companies cannot be indexed")]
-    EstablishmentsFailed,
-    #[error("more than 2^31 establishments in one half of the table")]
-    TooMany,
-    #[error("the previous dataset's lookup file {path}: {reason}")]
-    PreviousLookup { path: PathBuf, reason: String },
-}
 
 /// What the feeds have handed back, and how far the establishments are.
 #[derive(Default)]
@@ -298,59 +283,18 @@ impl EstablishmentFeed<'_> {
         }
         Ok(())
     }
-}
 
-impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
-    fn push(&mut self, r: &EstabelecimentoRow) -> Result<(), IndexError> {
-        if self.rows >= UPPER {
-            return Err(IndexError::TooMany);
-        }
-        let ordinal = self.base + self.rows;
-        self.rows += 1;
-        let cells = &mut self.cells;
-        cells.clear();
-        let dates = [date_cell(r.data_inicio_atividade), date_cell(r.data_situacao_cadastral)];
-        let especial = date_cell(r.data_situacao_especial);
-        for cell in [
-            &r.cnpj,
-            &r.nome_fantasia,
-            &r.situacao_cadastral,
-            &r.cnae_fiscal,
-            &r.cnaes_secundarios,
-            &r.logradouro,
-            &r.numero,
-            &r.complemento,
-            &r.bairro,
-            &r.municipio,
-            &r.uf,
-            &r.cep,
-            &r.ddd_1,
-            &r.telefone_1,
-            &r.email,
-        ] {
-            put_cell(cells, Some(cell));
-        }
-        put_cell(cells, dates[0].as_deref());
-        put_cell(cells, Some(&r.matriz_filial));
-        put_cell(cells, dates[1].as_deref());
-        put_cell(cells, Some(&r.motivo_situacao_cadastral));
-        put_cell(cells, Some(&r.situacao_especial));
-        put_cell(cells, especial.as_deref());
-        for cell in [&r.nome_cidade_exterior, &r.pais, &r.ddd_2, &r.telefone_2, &r.ddd_fax, &r.fax, &r.cnpj_basico] {
-            put_cell(cells, Some(cell));
-        }
-        self.lookup.as_mut().expect("until finished").put(&r.cnpj, cells)?;
-        if let Some(differ) = &mut self.differ {
-            differ.row(&r.cnpj, cells)?;
-        }
-
+    /// Adds the establishment at `ordinal` to the search index's postings (spilled past the
+    /// writer's budget); returns what the index keeps in columns: its opening day (0 without a
+    /// date) and the last four digits of its CEP (`u16::MAX` without one).
+    fn index(&mut self, r: &EstabelecimentoRow, ordinal: u32, opened: Option<&str>) -> Result<(u8, u16), IndexError> {
         let p = &mut self.postings;
         p.add(Table::Uf, &r.uf, ordinal);
         p.add(Table::Municipio, &r.municipio, ordinal);
         p.add(Table::Cnae, &r.cnae_fiscal, ordinal);
         p.add(Table::Situacao, &r.situacao_cadastral, ordinal);
         let mut day = 0u8;
-        if let Some(date) = &dates[0] {
+        if let Some(date) = opened {
             // `YYYY-MM-DD`
             p.add(Table::Mes, &date[..7], ordinal);
             p.add(Table::Ano, &date[..4], ordinal);
@@ -372,19 +316,78 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
         if p.bytes > self.writer.spill_bytes {
             self.writer.spill(&mut self.postings)?;
         }
+        Ok((day, cep_suffix))
+    }
 
+    /// Appends the establishment at `ordinal` to the index's columns (packed CNPJ, opening day,
+    /// CEP suffix), and notes where its company's run of establishments starts.
+    fn put_columns(&mut self, cnpj: &str, ordinal: u32, day: u8, cep_suffix: u16) -> Result<(), IndexError> {
         let (path, out) = &mut self.cnpjs;
-        out.write_all(&pack(r.cnpj.as_bytes()).to_le_bytes()).map_err(io_error(path))?;
+        out.write_all(&pack(cnpj.as_bytes()).to_le_bytes()).map_err(io_error(path))?;
         let (path, out) = &mut self.days;
         out.write_all(&[day]).map_err(io_error(path))?;
         let (path, out) = &mut self.ceps;
         out.write_all(&cep_suffix.to_le_bytes()).map_err(io_error(path))?;
-        let basico: [u8; 8] = r.cnpj.as_bytes()[..8].try_into().expect("a CNPJ has 14 characters");
+        let basico: [u8; 8] = cnpj.as_bytes()[..8].try_into().expect("a CNPJ has 14 characters");
         if self.company.is_none_or(|(b, _)| b != basico) {
             self.end_company(ordinal)?;
             self.company = Some((basico, ordinal));
         }
         Ok(())
+    }
+}
+
+/// An establishment's cells in the lookup file (the order the store reads them in, and the
+/// comparison's `est` positions). A list of fields: its length is theirs.
+fn establishment_cells(cells: &mut Vec<u8>, r: &EstabelecimentoRow, opened: Option<&str>) {
+    cells.clear();
+    let situacao = date_cell(r.data_situacao_cadastral);
+    let especial = date_cell(r.data_situacao_especial);
+    for cell in [
+        &r.cnpj,
+        &r.nome_fantasia,
+        &r.situacao_cadastral,
+        &r.cnae_fiscal,
+        &r.cnaes_secundarios,
+        &r.logradouro,
+        &r.numero,
+        &r.complemento,
+        &r.bairro,
+        &r.municipio,
+        &r.uf,
+        &r.cep,
+        &r.ddd_1,
+        &r.telefone_1,
+        &r.email,
+    ] {
+        put_cell(cells, Some(cell));
+    }
+    put_cell(cells, opened);
+    put_cell(cells, Some(&r.matriz_filial));
+    put_cell(cells, situacao.as_deref());
+    put_cell(cells, Some(&r.motivo_situacao_cadastral));
+    put_cell(cells, Some(&r.situacao_especial));
+    put_cell(cells, especial.as_deref());
+    for cell in [&r.nome_cidade_exterior, &r.pais, &r.ddd_2, &r.telefone_2, &r.ddd_fax, &r.fax, &r.cnpj_basico] {
+        put_cell(cells, Some(cell));
+    }
+}
+
+impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
+    fn push(&mut self, r: &EstabelecimentoRow) -> Result<(), IndexError> {
+        if self.rows >= UPPER {
+            return Err(IndexError::TooMany);
+        }
+        let ordinal = self.base + self.rows;
+        self.rows += 1;
+        let opened = date_cell(r.data_inicio_atividade);
+        establishment_cells(&mut self.cells, r, opened.as_deref());
+        self.lookup.as_mut().expect("until finished").put(&r.cnpj, &self.cells)?;
+        if let Some(differ) = &mut self.differ {
+            differ.row(&r.cnpj, &self.cells)?;
+        }
+        let (day, cep_suffix) = self.index(r, ordinal, opened.as_deref())?;
+        self.put_columns(&r.cnpj, ordinal, day, cep_suffix)
     }
 
     fn finish(mut self: Box<Self>) -> Result<(), IndexError> {

@@ -13,8 +13,28 @@ mod lookup;
 mod search;
 mod text;
 
+use std::path::PathBuf;
+
 pub use changes::{ChangeFile, MARKER_COMPANY_GONE, MARKER_COMPANY_NEW, Previous};
-pub use feed::{Fed, Feed, IndexError, ServingWriter};
+pub use feed::{Fed, Feed, ServingWriter};
 pub use history::{Companies, HISTORY_DDL, SAME_BUILD, attach_history_sql, history_path};
 pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
 pub use search::{Condition, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};
+
+/// What can go wrong writing the serving files, in any of their parts: the lookup file, the
+/// search index, the feeds and the comparison with the previous month.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("writing the lookup file: {0}")]
+    Lookup(#[from] LookupError),
+    #[error("writing the search index: {0}")]
+    Search(#[from] SearchIndexError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("the establishments were not stored, so the companies cannot be indexed")]
+    EstablishmentsFailed,
+    #[error("more than 2^31 establishments in one half of the table")]
+    TooMany,
+    #[error("the previous dataset's lookup file {path}: {reason}")]
+    PreviousLookup { path: PathBuf, reason: String },
+}

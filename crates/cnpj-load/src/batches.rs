@@ -29,6 +29,131 @@ pub struct Batch {
     pub data: RecordBatch,
 }
 
+/// A served table's row type, with its batch builder and run codec (made by `table!`); its sort
+/// key and duplicate rule are its `Keyed` impl (`runs.rs`).
+pub trait Served: Default + Send {
+    type Batch: Default + Send;
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()>;
+    fn push(batch: &mut Self::Batch, row: &Self, at: Provenance);
+    fn take(batch: &mut Self::Batch) -> Batch;
+    fn len(batch: &Self::Batch) -> usize;
+}
+
+/// A row field in a run file.
+pub(crate) trait Codec {
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()>;
+}
+
+fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, rest) = input.split_at_checked(n)?;
+    *input = rest;
+    Some(head)
+}
+
+/// Lengths are LEB128 varints: one byte below 128.
+fn put_len(out: &mut Vec<u8>, mut len: usize) {
+    while len >= 0x80 {
+        out.push((len as u8) | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+}
+
+fn take_len(input: &mut &[u8]) -> Option<usize> {
+    let mut len = 0usize;
+    for shift in (0..64).step_by(7) {
+        let byte = *take(input, 1)?.first()?;
+        len |= usize::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(len);
+        }
+    }
+    None
+}
+
+/// Reads `n` bytes of UTF-8 into `text`, reusing its allocation.
+fn take_text(input: &mut &[u8], n: usize, text: &mut String) -> Option<()> {
+    text.clear();
+    text.push_str(std::str::from_utf8(take(input, n)?).ok()?);
+    Some(())
+}
+
+impl Codec for String {
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_len(out, self.len());
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        let n = take_len(input)?;
+        take_text(input, n, self)
+    }
+}
+
+/// The length plus one, `0` for `None`.
+impl Codec for Option<String> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Some(text) => {
+                put_len(out, text.len() + 1);
+                out.extend_from_slice(text.as_bytes());
+            }
+            None => out.push(0),
+        }
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        match take_len(input)? {
+            0 => *self = None,
+            n => take_text(input, n - 1, self.get_or_insert_default())?,
+        }
+        Some(())
+    }
+}
+
+impl Codec for i32 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        *self = i32::from_le_bytes(take(input, 4)?.try_into().ok()?);
+        Some(())
+    }
+}
+
+impl Codec for i64 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        *self = i64::from_le_bytes(take(input, 8)?.try_into().ok()?);
+        Some(())
+    }
+}
+
+impl Codec for Option<i32> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Some(v) => {
+                out.push(1);
+                v.encode(out);
+            }
+            None => out.push(0),
+        }
+    }
+    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
+        *self = match take(input, 1)?[0] {
+            0 => None,
+            _ => {
+                let mut v = 0;
+                v.decode(input)?;
+                Some(v)
+            }
+        };
+        Some(())
+    }
+}
+
 /// How a row field of type `V` becomes an Arrow column (and a DuckDB column).
 trait Column<V> {
     type Builder;
@@ -337,13 +462,13 @@ macro_rules! table {
             }
         }
 
-        impl crate::runs::Served for $row {
+        impl Served for $row {
             type Batch = $batch;
             fn encode(&self, out: &mut Vec<u8>) {
-                $(crate::runs::Codec::encode(&self.$field, out);)*
+                $(Codec::encode(&self.$field, out);)*
             }
             fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
-                $(crate::runs::Codec::decode(&mut self.$field, input)?;)*
+                $(Codec::decode(&mut self.$field, input)?;)*
                 Some(())
             }
             fn push(batch: &mut $batch, row: &Self, at: Provenance) {
@@ -570,5 +695,36 @@ mod tests {
         let list = <Codes as Column<String>>::finish(&mut b);
         let list = list.as_any().downcast_ref::<arrow::array::ListArray>().expect("a list");
         assert_eq!((list.value_length(0), list.value_length(1)), (0, 2));
+    }
+
+    fn check<T: Codec + Default + PartialEq + std::fmt::Debug>(value: T) {
+        let mut bytes = Vec::new();
+        value.encode(&mut bytes);
+        let mut input = bytes.as_slice();
+        let mut back = T::default();
+        back.decode(&mut input).unwrap();
+        assert_eq!((back, input.len()), (value, 0));
+    }
+
+    #[test]
+    fn fields_survive_a_run() {
+        check(String::from("Açúcar"));
+        check(String::new());
+        check(Some(String::new()));
+        check(None::<String>);
+        check(Some(-3_i32));
+        check(None::<i32>);
+        check(i32::MIN);
+        check(i64::MIN);
+        check("x".repeat(300));
+        check(Some("y".repeat(20_000)));
+        let mut row = EstabelecimentoRow { cnpj: "11222333000181".into(), ..Default::default() };
+        row.data_inicio_atividade = Some(12_000);
+        let mut bytes = Vec::new();
+        row.encode(&mut bytes);
+        let mut back = EstabelecimentoRow::default();
+        back.decode(&mut bytes.as_slice()).unwrap();
+        assert_eq!(back, row);
+        assert!(back.decode(&mut &bytes[..bytes.len() - 1]).is_none(), "a truncated record is an error");
     }
 }

@@ -15,7 +15,8 @@ use duckdb::{AccessMode, Config, Connection};
 use serde::Serialize;
 
 use crate::batches::{ChangeBatch, ddl};
-use crate::loader::{LoadError, Loader, db};
+use crate::loader::Loader;
+use crate::{LoadError, db};
 
 const COLUMNS: &str = "month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae";
 
@@ -141,8 +142,7 @@ impl Loader {
         previous: Option<&PreviousDataset>,
         keep_months: u32,
     ) -> Result<ChangeSummary, LoadError> {
-        let mut summary = ChangeSummary::default();
-        let Some(previous) = previous else { return Ok(summary) };
+        let Some(previous) = previous else { return Ok(ChangeSummary::default()) };
         // Each step's time, in the debug log (`-vv`).
         let mut clock = std::time::Instant::now();
         let mut lap = |step: &str| {
@@ -151,121 +151,26 @@ impl Loader {
         };
         let first = first_kept(month, keep_months).unwrap_or_else(|| month.to_owned());
         let path = self.history_file();
-        let io = |source| LoadError::Io { path: path.clone(), source };
-        // The months whose companies are (re)computed: this one, or all of a history carried
-        // over from a table.
-        let mut months = vec![month.to_owned()];
-        if let PreviousHistory::File(from) = &previous.history {
-            std::fs::copy(from, &path).map_err(io)?;
-        } else {
-            let conn = Connection::open(&path).map_err(db(format!("creating {}", path.display())))?;
-            conn.execute_batch(cnpj_index::HISTORY_DDL).map_err(db("creating the history's tables"))?;
-        }
+        create_history(&path, &previous.history)?;
         self.history = true;
         let conn = self.conn();
         attach(conn, &path, "history", false)?;
-        match &previous.history {
-            PreviousHistory::File(_) => {
-                conn.execute("DELETE FROM history.changes WHERE month < ? OR month > ?", [&first, month])
-                    .map_err(db("deleting the months that drop out of the history"))?;
-                conn.execute("DELETE FROM history.change_companies WHERE month < ? OR month >= ?", [&first, month])
-                    .map_err(db("deleting the months that drop out of the history"))?;
-            }
-            PreviousHistory::Table => {
-                attach(conn, &previous.path, "previous", true)?;
-                conn.execute(
-                    &format!(
-                        "INSERT INTO history.changes SELECT {COLUMNS} FROM previous.changes \
-                         WHERE month >= ? AND month <= ?"
-                    ),
-                    [&first, month],
-                )
-                .map_err(db("carrying the history over"))?;
-                conn.execute_batch("DETACH previous").map_err(db("detaching the previous dataset"))?;
-                let mut stmt = conn
-                    .prepare("SELECT DISTINCT month FROM history.changes WHERE month < ? ORDER BY month")
-                    .map_err(db("reading the history's months"))?;
-                let carried = stmt.query_map([month], |r| r.get(0)).map_err(db("reading the history's months"))?;
-                months.splice(0..0, carried.collect::<Result<Vec<String>, _>>().map_err(db("reading the history"))?);
-            }
-            PreviousHistory::None => {}
-        }
-        summary.history_rows = conn
+        // The months whose companies are (re)computed: this one, or all of a history carried
+        // over from a table.
+        let mut months = carry_over(conn, previous, &first, month)?;
+        months.push(month.to_owned());
+        let history_rows = conn
             .query_row("SELECT count(*) FROM history.changes", [], |r| r.get::<_, i64>(0))
             .map_err(db("counting the history"))? as u64;
         lap("history carried over");
-
-        // This month's events are staged in a temporary table (memory, spilled to DuckDB's temp
-        // folder), then appended in the served order.
-        let staging = ddl(ChangeBatch::TABLE, &ChangeBatch::schema()).replacen("CREATE TABLE", "CREATE TEMP TABLE", 1);
-        conn.execute_batch(&staging).map_err(db("creating stg_changes"))?;
-        let mut appender = conn
-            .appender_to_catalog_and_db(ChangeBatch::TABLE, "temp", "main")
-            .map_err(db("appending to stg_changes"))?;
-        let mut batch = ChangeBatch::default();
-        for file in files {
-            let mut failed = None;
-            file.read(|row| {
-                batch.push(&row);
-                if batch.len() >= 32_768 && failed.is_none() {
-                    failed = appender.append_record_batch(batch.take().data).err();
-                }
-            })?;
-            if let Some(e) = failed {
-                return Err(db("appending to stg_changes")(e));
-            }
-        }
-        appender.append_record_batch(batch.take().data).map_err(db("appending to stg_changes"))?;
-        appender.flush().map_err(db("appending to stg_changes"))?;
-        drop(appender);
+        stage_events(conn, files)?;
         lap("events staged");
-
-        let markers = format!("('{}', '{}')", cnpj_index::MARKER_COMPANY_NEW, cnpj_index::MARKER_COMPANY_GONE);
-        conn.execute_batch(&format!(
-            // Company events only for a company of both months.
-            "DELETE FROM stg_changes WHERE cnpj IS NULL AND cnpj_basico IN \
-                 (SELECT cnpj_basico FROM stg_changes WHERE event IN {markers});
-             DELETE FROM stg_changes WHERE event IN {markers};
-             -- The head office now (contract §1): the matriz, else the lowest cnpj_ordem.
-             CREATE TEMP TABLE heads AS
-             SELECT cnpj_basico, arg_min(cnpj, k) AS cnpj, arg_min(uf, k) AS uf,
-                    arg_min(municipio, k) AS municipio, arg_min(cnae_fiscal, k) AS cnae
-             FROM (SELECT cnpj_basico, cnpj, uf, municipio, cnae_fiscal,
-                          CASE WHEN matriz_filial = '1' THEN '0' ELSE '1' END || cnpj AS k
-                   FROM estabelecimentos
-                   WHERE cnpj_basico IN (SELECT cnpj_basico FROM stg_changes WHERE cnpj IS NULL))
-             GROUP BY cnpj_basico;
-             UPDATE stg_changes c SET cnpj = h.cnpj, uf = h.uf, municipio = h.municipio, cnae = h.cnae
-             FROM heads h WHERE c.cnpj IS NULL AND c.cnpj_basico = h.cnpj_basico;
-             DROP TABLE heads;"
-        ))
-        .map_err(db("finding the head offices of company events"))?;
+        place_company_events(conn)?;
         lap("head offices found");
-        conn.execute(
-            "INSERT INTO history.changes SELECT ? AS month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae \
-             FROM stg_changes ORDER BY cnpj, cnpj_basico, event, field, old, new",
-            [month],
-        )
-        .map_err(db("recording the changes"))?;
-        conn.execute_batch("DROP TABLE stg_changes").map_err(db("dropping stg_changes"))?;
+        append_events(conn, month)?;
         lap("events appended");
         for month in &months {
-            let mut companies = cnpj_index::Companies::default();
-            let mut stmt = conn
-                .prepare("SELECT DISTINCT cnpj_basico FROM history.changes WHERE month = ?")
-                .map_err(db("listing a month's companies"))?;
-            let mut rows = stmt.query([month]).map_err(db("listing a month's companies"))?;
-            while let Some(row) = rows.next().map_err(db("listing a month's companies"))? {
-                let basico: String = row.get(0).map_err(db("listing a month's companies"))?;
-                if !companies.insert(&basico) {
-                    return Err(LoadError::CompanyBase { month: month.clone(), basico });
-                }
-            }
-            conn.execute(
-                "INSERT INTO history.change_companies VALUES (?, ?)",
-                duckdb::params![month, companies.to_bytes()],
-            )
-            .map_err(db("storing a month's companies"))?;
+            store_companies(conn, month)?;
         }
         lap("companies stored");
         let counts = |sql: &str| -> Result<Vec<(String, u64)>, LoadError> {
@@ -275,13 +180,144 @@ impl Loader {
                 .map_err(db("counting the changes"))?;
             rows.collect::<Result<Vec<_>, _>>().map_err(db("counting the changes"))
         };
-        summary.events =
-            counts("SELECT event, count(*) FROM history.changes WHERE month = ? GROUP BY event ORDER BY 2 DESC, 1")?;
-        summary.states = counts(
-            "SELECT coalesce(uf, '') AS uf, count(*) FROM history.changes WHERE month = ? GROUP BY 1 ORDER BY 2 DESC, 1",
-        )?;
-        Ok(summary)
+        Ok(ChangeSummary {
+            events: counts(
+                "SELECT event, count(*) FROM history.changes WHERE month = ? GROUP BY event ORDER BY 2 DESC, 1",
+            )?,
+            states: counts(
+                "SELECT coalesce(uf, '') AS uf, count(*) FROM history.changes WHERE month = ? GROUP BY 1 \
+                 ORDER BY 2 DESC, 1",
+            )?,
+            history_rows,
+        })
     }
+}
+
+/// The history file at `path`: the previous one copied whole, or a new one with empty tables.
+fn create_history(path: &Path, previous: &PreviousHistory) -> Result<(), LoadError> {
+    if let PreviousHistory::File(from) = previous {
+        std::fs::copy(from, path).map_err(|source| LoadError::Io { path: path.to_owned(), source })?;
+    } else {
+        let conn = Connection::open(path).map_err(db(format!("creating {}", path.display())))?;
+        conn.execute_batch(cnpj_index::HISTORY_DDL).map_err(db("creating the history's tables"))?;
+    }
+    Ok(())
+}
+
+/// Keeps the previous history's months from `first` to `month` in the attached `history`: a
+/// copied file loses the months that drop out (and its companies of `month`, computed again); a
+/// previous `changes` table is copied over. Returns the months carried over from a table, whose
+/// companies are to be computed.
+fn carry_over(
+    conn: &Connection,
+    previous: &PreviousDataset,
+    first: &str,
+    month: &str,
+) -> Result<Vec<String>, LoadError> {
+    match &previous.history {
+        PreviousHistory::File(_) => {
+            conn.execute("DELETE FROM history.changes WHERE month < ? OR month > ?", [first, month])
+                .map_err(db("deleting the months that drop out of the history"))?;
+            conn.execute("DELETE FROM history.change_companies WHERE month < ? OR month >= ?", [first, month])
+                .map_err(db("deleting the months that drop out of the history"))?;
+            Ok(Vec::new())
+        }
+        PreviousHistory::Table => {
+            attach(conn, &previous.path, "previous", true)?;
+            conn.execute(
+                &format!(
+                    "INSERT INTO history.changes SELECT {COLUMNS} FROM previous.changes WHERE month >= ? AND month <= ?"
+                ),
+                [first, month],
+            )
+            .map_err(db("carrying the history over"))?;
+            conn.execute_batch("DETACH previous").map_err(db("detaching the previous dataset"))?;
+            let mut stmt = conn
+                .prepare("SELECT DISTINCT month FROM history.changes WHERE month < ? ORDER BY month")
+                .map_err(db("reading the history's months"))?;
+            let carried = stmt.query_map([month], |r| r.get(0)).map_err(db("reading the history's months"))?;
+            carried.collect::<Result<Vec<String>, _>>().map_err(db("reading the history"))
+        }
+        PreviousHistory::None => Ok(Vec::new()),
+    }
+}
+
+/// Stages this month's events from the comparison's files in a temporary table, `stg_changes`
+/// (memory, spilled to DuckDB's temp folder).
+fn stage_events(conn: &Connection, files: &[cnpj_index::ChangeFile]) -> Result<(), LoadError> {
+    let staging = ddl(ChangeBatch::TABLE, &ChangeBatch::schema()).replacen("CREATE TABLE", "CREATE TEMP TABLE", 1);
+    conn.execute_batch(&staging).map_err(db("creating stg_changes"))?;
+    let mut appender =
+        conn.appender_to_catalog_and_db(ChangeBatch::TABLE, "temp", "main").map_err(db("appending to stg_changes"))?;
+    let mut batch = ChangeBatch::default();
+    for file in files {
+        let mut failed = None;
+        file.read(|row| {
+            batch.push(&row);
+            if batch.len() >= 32_768 && failed.is_none() {
+                failed = appender.append_record_batch(batch.take().data).err();
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(db("appending to stg_changes")(e));
+        }
+    }
+    appender.append_record_batch(batch.take().data).map_err(db("appending to stg_changes"))?;
+    appender.flush().map_err(db("appending to stg_changes"))
+}
+
+/// Keeps the company events of companies of both months only (dropping the markers), and gives
+/// each its head office's CNPJ, state, city and activity.
+fn place_company_events(conn: &Connection) -> Result<(), LoadError> {
+    let markers = format!("('{}', '{}')", cnpj_index::MARKER_COMPANY_NEW, cnpj_index::MARKER_COMPANY_GONE);
+    conn.execute_batch(&format!(
+        // Company events only for a company of both months.
+        "DELETE FROM stg_changes WHERE cnpj IS NULL AND cnpj_basico IN \
+             (SELECT cnpj_basico FROM stg_changes WHERE event IN {markers});
+         DELETE FROM stg_changes WHERE event IN {markers};
+         -- The head office now (contract §1): the matriz, else the lowest cnpj_ordem.
+         CREATE TEMP TABLE heads AS
+         SELECT cnpj_basico, arg_min(cnpj, k) AS cnpj, arg_min(uf, k) AS uf,
+                arg_min(municipio, k) AS municipio, arg_min(cnae_fiscal, k) AS cnae
+         FROM (SELECT cnpj_basico, cnpj, uf, municipio, cnae_fiscal,
+                      CASE WHEN matriz_filial = '1' THEN '0' ELSE '1' END || cnpj AS k
+               FROM estabelecimentos
+               WHERE cnpj_basico IN (SELECT cnpj_basico FROM stg_changes WHERE cnpj IS NULL))
+         GROUP BY cnpj_basico;
+         UPDATE stg_changes c SET cnpj = h.cnpj, uf = h.uf, municipio = h.municipio, cnae = h.cnae
+         FROM heads h WHERE c.cnpj IS NULL AND c.cnpj_basico = h.cnpj_basico;
+         DROP TABLE heads;"
+    ))
+    .map_err(db("finding the head offices of company events"))
+}
+
+/// Appends the staged events to the history as `month`'s, in the served order.
+fn append_events(conn: &Connection, month: &str) -> Result<(), LoadError> {
+    conn.execute(
+        "INSERT INTO history.changes SELECT ? AS month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae \
+         FROM stg_changes ORDER BY cnpj, cnpj_basico, event, field, old, new",
+        [month],
+    )
+    .map_err(db("recording the changes"))?;
+    conn.execute_batch("DROP TABLE stg_changes").map_err(db("dropping stg_changes"))
+}
+
+/// Stores the companies with changes in `month` as one row of `change_companies`.
+fn store_companies(conn: &Connection, month: &str) -> Result<(), LoadError> {
+    let mut companies = cnpj_index::Companies::default();
+    let mut stmt = conn
+        .prepare("SELECT DISTINCT cnpj_basico FROM history.changes WHERE month = ?")
+        .map_err(db("listing a month's companies"))?;
+    let mut rows = stmt.query([month]).map_err(db("listing a month's companies"))?;
+    while let Some(row) = rows.next().map_err(db("listing a month's companies"))? {
+        let basico: String = row.get(0).map_err(db("listing a month's companies"))?;
+        if !companies.insert(&basico) {
+            return Err(LoadError::CompanyBase { month: month.to_owned(), basico });
+        }
+    }
+    conn.execute("INSERT INTO history.change_companies VALUES (?, ?)", duckdb::params![month, companies.to_bytes()])
+        .map_err(db("storing a month's companies"))?;
+    Ok(())
 }
 
 #[cfg(test)]

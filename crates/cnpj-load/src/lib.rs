@@ -12,7 +12,46 @@ pub mod postgres;
 mod runs;
 mod space;
 
-pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch};
+use std::path::PathBuf;
+
+pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch, Served};
 pub use changes::{ChangeSummary, PreviousDataset, PreviousHistory};
-pub use loader::{FileCounts, LoadError, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};
-pub use runs::{Keyed, RunWriter, Runs, Served, Spill};
+pub use loader::{FileCounts, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};
+pub use runs::{Keyed, RunWriter, Runs, Spill};
+
+// Causes are not repeated in the messages: they are the `source`, printed after the message by
+// the binaries (anyhow's `{:#}`). A full disk adds "no space left on device", the folder and its
+// free space (`space`).
+/// What can go wrong writing a dataset, in any of its steps.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{context}{no_space}")]
+    Db {
+        context: String,
+        /// What a full disk adds to the context (the free space when it failed), else `""`.
+        no_space: String,
+        source: crate::space::DuckDbError,
+    },
+    #[error("{}{}", path.display(), crate::space::io_note(path, source))]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(
+        "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
+    )]
+    Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
+    #[error("a merge stopped because its table's appender failed")]
+    Stopped,
+    /// The normalizer lets no such base through; the history's company sets cannot hold it.
+    #[error("the history's {month} has a company base {basico:?} that is not 8 characters of [0-9A-Z]")]
+    CompanyBase { month: String, basico: String },
+    #[error(transparent)]
+    Index(#[from] cnpj_index::IndexError),
+}
+
+/// Names a failed DuckDB call by what it was doing (and what a full disk adds).
+pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
+    let context = context.into();
+    move |source| {
+        let source = crate::space::DuckDbError(source);
+        LoadError::Db { context, no_space: crate::space::db_note(&source), source }
+    }
+}

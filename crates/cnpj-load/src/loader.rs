@@ -2,7 +2,7 @@
 //! into the served tables, the SQL transform of the small inputs, reconciliation of counts, and
 //! the atomic rename that makes a finished build the served dataset.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use cnpj_model::FileKind;
@@ -10,48 +10,14 @@ use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, So
 use duckdb::Connection;
 use serde::Serialize;
 
-use crate::batches::{Batch, DuplicateBatch, ddl, tables};
-use crate::runs::{ALL_KEYS, Codes, Key, Keyed, Run, Runs, Served, Spill, by_table, halfway, merge};
+use crate::batches::{Batch, DuplicateBatch, Served, ddl, tables};
+use crate::runs::{ALL_KEYS, Codes, Key, Keyed, Run, Runs, Spill, by_table, halfway, merge};
+use crate::{LoadError, db};
 use cnpj_index::{Fed, Part, ServingWriter};
 
 const TRANSFORM: &str = include_str!("../../../sql/duckdb/transform.sql");
 const COUNTS: &str = include_str!("../../../sql/duckdb/counts.sql");
 const VIEWS: &str = include_str!("../../../sql/duckdb/views.sql");
-
-// Causes are not repeated in the messages: they are the `source`, printed after the message by
-// the binaries (anyhow's `{:#}`). A full disk adds "no space left on device", the folder and its
-// free space (`space`).
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("{context}{no_space}")]
-    Db {
-        context: String,
-        /// What a full disk adds to the context (the free space when it failed), else `""`.
-        no_space: String,
-        source: crate::space::DuckDbError,
-    },
-    #[error("{}{}", path.display(), crate::space::io_note(path, source))]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error(
-        "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
-    )]
-    Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
-    #[error("a merge stopped because its table's appender failed")]
-    Stopped,
-    /// The normalizer lets no such base through; the history's company sets cannot hold it.
-    #[error("the history's {month} has a company base {basico:?} that is not 8 characters of [0-9A-Z]")]
-    CompanyBase { month: String, basico: String },
-    #[error(transparent)]
-    Index(#[from] cnpj_index::IndexError),
-}
-
-pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> LoadError {
-    let context = context.into();
-    move |source| {
-        let source = crate::space::DuckDbError(source);
-        LoadError::Db { context, no_space: crate::space::db_note(&source), source }
-    }
-}
 
 /// One source file (a zip member) of the build, as the pipeline read it.
 #[derive(Clone, Debug, Serialize)]
@@ -188,84 +154,19 @@ impl Loader {
     /// duplicates + rejected, and sums up the dataset.
     pub fn transform(&mut self, files: Vec<SourceFile>) -> Result<LoadSummary, LoadError> {
         let conn = self.conn();
-        for statement in statements(TRANSFORM) {
-            let started = std::time::Instant::now();
-            conn.execute_batch(statement).map_err(db("transforming the staging tables (sql/duckdb/transform.sql)"))?;
-            let head =
-                statement.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("--")).unwrap_or_default();
-            tracing::debug!(statement = head, seconds = started.elapsed().as_secs_f64(), "transform");
-        }
-        conn.execute_batch(VIEWS).map_err(db("creating the analysts' views (sql/duckdb/views.sql)"))?;
+        finish_tables(conn)?;
         let step = |name: &str, started: std::time::Instant| {
             tracing::debug!(step = name, seconds = started.elapsed().as_secs_f64(), "reconcile");
         };
         let started = std::time::Instant::now();
-        let mut counts = std::collections::HashMap::new();
-        {
-            let mut stmt = conn.prepare(COUNTS).map_err(db("counting rows per file"))?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, i32>(0)?,
-                        FileCounts {
-                            rows_loaded: r.get::<_, i64>(1)? as u64,
-                            duplicates: r.get::<_, i64>(2)? as u64,
-                            duplicates_differing: r.get::<_, i64>(3)? as u64,
-                        },
-                    ))
-                })
-                .map_err(db("counting rows per file"))?;
-            for row in rows {
-                let (id, c) = row.map_err(db("counting rows per file"))?;
-                counts.insert(id, c);
-            }
-        }
+        let counts = counts_per_file(conn)?;
         step("counts", started);
-        let mut summary = LoadSummary {
-            files: Vec::new(),
-            unknown_codes: Vec::new(),
-            estabelecimentos_sem_empresa: 0,
-            tables: Vec::new(),
-            rejects_by_reason: Vec::new(),
-        };
-        conn.execute_batch(
-            "CREATE TABLE source_files (id INTEGER PRIMARY KEY, zip VARCHAR, member VARCHAR, kind VARCHAR, \
-             rows_read BIGINT, rows_loaded BIGINT, duplicates BIGINT, duplicates_differing BIGINT, rows_rejected BIGINT)",
-        )
-        .map_err(db("creating source_files"))?;
-        for file in files {
-            let c = file.lookup_counts.unwrap_or_else(|| counts.get(&file.id).copied().unwrap_or_default());
-            if file.rows_read != c.rows_loaded + c.duplicates + file.rows_rejected {
-                return Err(LoadError::Reconcile {
-                    file: format!("{} ({})", file.zip, file.member),
-                    read: file.rows_read,
-                    loaded: c.rows_loaded,
-                    duplicates: c.duplicates,
-                    rejected: file.rows_rejected,
-                });
-            }
-            conn.execute(
-                "INSERT INTO source_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                duckdb::params![
-                    file.id,
-                    file.zip,
-                    file.member,
-                    file.kind.name(),
-                    file.rows_read as i64,
-                    c.rows_loaded as i64,
-                    c.duplicates as i64,
-                    c.duplicates_differing as i64,
-                    file.rows_rejected as i64
-                ],
-            )
-            .map_err(db("recording source_files"))?;
-            summary.files.push((file, c));
-        }
+        let files = reconcile(conn, files, &counts)?;
         let started = std::time::Instant::now();
-        summary.unknown_codes = self.unknown_codes()?;
+        let unknown_codes = self.unknown_codes()?;
         step("unknown codes", started);
         let started = std::time::Instant::now();
-        summary.estabelecimentos_sem_empresa =
+        let estabelecimentos_sem_empresa =
             conn.query_row(
                 "SELECT count(*) FROM estabelecimentos e WHERE NOT EXISTS \
                  (SELECT 1 FROM empresas c WHERE c.cnpj_basico = e.cnpj_basico)",
@@ -274,24 +175,13 @@ impl Loader {
             )
             .map_err(db("counting establishments without a company"))? as u64;
         step("establishments without a company", started);
-        for table in [
-            "empresas",
-            "estabelecimentos",
-            "socios",
-            "simples",
-            "regimes_tributarios",
-            "municipios",
-            "labels",
-            "rejects",
-            "duplicates",
-        ] {
-            let n: i64 = conn
-                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-                .map_err(db(format!("counting {table}")))?;
-            summary.tables.push((table.to_owned(), n as u64));
-        }
-        summary.rejects_by_reason = rejects_by_reason(conn)?;
-        Ok(summary)
+        Ok(LoadSummary {
+            files,
+            unknown_codes,
+            estabelecimentos_sem_empresa,
+            tables: table_rows(conn)?,
+            rejects_by_reason: rejects_by_reason(conn)?,
+        })
     }
 
     /// Codes met in the served tables that the month's lookup tables (or the fixed domains) do not
@@ -432,7 +322,7 @@ fn append(conn: &Connection, batch: Batch) -> Result<(), LoadError> {
 /// appender is single-threaded, and appending transactions run side by side (autocommitting
 /// appenders did not: they wait on each other's commits). The lower half commits first, so the
 /// table is in key order.
-fn store<T: Served + Fed>(
+fn store<T: Keyed + Served + Fed>(
     conn: &Connection,
     runs: &[Run],
     batch_rows: usize,
@@ -487,7 +377,7 @@ fn store<T: Served + Fed>(
 /// a thread of its own (feeding the serving files) and hands its batches to this one, which
 /// appends them: DuckDB's appender is the costlier half. Returns the rows kept.
 #[allow(clippy::too_many_arguments)]
-fn store_keys<T: Served>(
+fn store_keys<T: Keyed + Served>(
     conn: &Connection,
     paths: &[PathBuf],
     keys: &std::ops::Range<Key>,
@@ -600,6 +490,103 @@ impl Drop for Loader {
 const REJECT_REASON: &str = r#"regexp_replace(
     regexp_replace(reason, '"(?:[^"\\]|\\.)*"|''(?:[^''\\]|\\.)*''', '…', 'g'),
     '(^|\s)[0-9]+', '\1…', 'g')"#;
+
+/// Finishes the small tables (`transform.sql`, a statement at a time, each timed in the debug
+/// log) and creates the analysts' views (`views.sql`).
+fn finish_tables(conn: &Connection) -> Result<(), LoadError> {
+    for statement in statements(TRANSFORM) {
+        let started = std::time::Instant::now();
+        conn.execute_batch(statement).map_err(db("transforming the staging tables (sql/duckdb/transform.sql)"))?;
+        let head = statement.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("--")).unwrap_or_default();
+        tracing::debug!(statement = head, seconds = started.elapsed().as_secs_f64(), "transform");
+    }
+    conn.execute_batch(VIEWS).map_err(db("creating the analysts' views (sql/duckdb/views.sql)"))
+}
+
+/// The rows of each source file (by id) in the served tables and in `duplicates` (`counts.sql`).
+fn counts_per_file(conn: &Connection) -> Result<HashMap<i32, FileCounts>, LoadError> {
+    let mut stmt = conn.prepare(COUNTS).map_err(db("counting rows per file"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, i32>(0)?,
+                FileCounts {
+                    rows_loaded: r.get::<_, i64>(1)? as u64,
+                    duplicates: r.get::<_, i64>(2)? as u64,
+                    duplicates_differing: r.get::<_, i64>(3)? as u64,
+                },
+            ))
+        })
+        .map_err(db("counting rows per file"))?;
+    rows.collect::<Result<_, _>>().map_err(db("counting rows per file"))
+}
+
+/// Checks that every file's rows read = loaded + duplicates + rejected, and records the files
+/// with their counts in `source_files`.
+fn reconcile(
+    conn: &Connection,
+    files: Vec<SourceFile>,
+    counts: &HashMap<i32, FileCounts>,
+) -> Result<Vec<(SourceFile, FileCounts)>, LoadError> {
+    conn.execute_batch(
+        "CREATE TABLE source_files (id INTEGER PRIMARY KEY, zip VARCHAR, member VARCHAR, kind VARCHAR, \
+         rows_read BIGINT, rows_loaded BIGINT, duplicates BIGINT, duplicates_differing BIGINT, rows_rejected BIGINT)",
+    )
+    .map_err(db("creating source_files"))?;
+    let mut out = Vec::new();
+    for file in files {
+        let c = file.lookup_counts.unwrap_or_else(|| counts.get(&file.id).copied().unwrap_or_default());
+        if file.rows_read != c.rows_loaded + c.duplicates + file.rows_rejected {
+            return Err(LoadError::Reconcile {
+                file: format!("{} ({})", file.zip, file.member),
+                read: file.rows_read,
+                loaded: c.rows_loaded,
+                duplicates: c.duplicates,
+                rejected: file.rows_rejected,
+            });
+        }
+        conn.execute(
+            "INSERT INTO source_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            duckdb::params![
+                file.id,
+                file.zip,
+                file.member,
+                file.kind.name(),
+                file.rows_read as i64,
+                c.rows_loaded as i64,
+                c.duplicates as i64,
+                c.duplicates_differing as i64,
+                file.rows_rejected as i64
+            ],
+        )
+        .map_err(db("recording source_files"))?;
+        out.push((file, c));
+    }
+    Ok(out)
+}
+
+/// Rows per served table (and `rejects`, `duplicates`).
+fn table_rows(conn: &Connection) -> Result<Vec<(String, u64)>, LoadError> {
+    let tables = [
+        "empresas",
+        "estabelecimentos",
+        "socios",
+        "simples",
+        "regimes_tributarios",
+        "municipios",
+        "labels",
+        "rejects",
+        "duplicates",
+    ];
+    let mut out = Vec::new();
+    for table in tables {
+        let n: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .map_err(db(format!("counting {table}")))?;
+        out.push((table.to_owned(), n as u64));
+    }
+    Ok(out)
+}
 
 /// Rejected rows per reason (values masked), most first.
 fn rejects_by_reason(conn: &Connection) -> Result<Vec<(String, u64)>, LoadError> {

@@ -110,6 +110,8 @@ pub fn publish(
     result
 }
 
+/// Fills the schema `building` from the dataset: its tables created, their rows copied over
+/// `streams` connections at once, the counts checked, the tables finished.
 fn fill(
     dataset: &Path,
     url: &str,
@@ -121,6 +123,28 @@ fn fill(
     admin
         .batch_execute(&format!("SET search_path TO {building}, public; {SCHEMA}"))
         .map_err(pg("creating the tables (sql/postgres/schema.sql)"))?;
+    let (source, history) = open_dataset(dataset)?;
+    let (counts, jobs) = plan(&source, admin, building, history)?;
+    let source = Mutex::new(source);
+    on_streams(
+        streams,
+        jobs,
+        || {
+            let duck_conn = source.lock().unwrap_or_else(PoisonError::into_inner).try_clone();
+            Ok((duck_conn.map_err(duck("connecting to the dataset"))?, connect(url)?))
+        },
+        |(duck_conn, client), job| {
+            progress(copy(duck_conn, client, building, &job)?);
+            Ok(())
+        },
+    )?;
+    check_counts(admin, building, &counts)?;
+    finish_tables(admin, url, building, streams)?;
+    Ok(counts)
+}
+
+/// The dataset opened read-only, and whether its history file (of its build) is attached.
+fn open_dataset(dataset: &Path) -> Result<(Connection, bool), PublishError> {
     let config = Config::default().access_mode(AccessMode::ReadOnly).map_err(duck("opening the dataset"))?;
     let source =
         Connection::open_with_flags(dataset, config).map_err(duck(format!("opening {}", dataset.display())))?;
@@ -137,6 +161,17 @@ fn fill(
         }
         same > 0
     };
+    Ok((source, history))
+}
+
+/// The rows of each table to copy, and the copies: row-id ranges of [`PART_ROWS`].
+#[allow(clippy::type_complexity)]
+fn plan(
+    source: &Connection,
+    admin: &mut Client,
+    building: &str,
+    history: bool,
+) -> Result<(Vec<(String, u64)>, Vec<Job>), PublishError> {
     let mut counts = Vec::new();
     let mut jobs = Vec::new();
     for table in TABLES {
@@ -162,20 +197,12 @@ fn fill(
             start += PART_ROWS;
         }
     }
-    let source = Mutex::new(source);
-    on_streams(
-        streams,
-        jobs,
-        || {
-            let duck_conn = source.lock().unwrap_or_else(PoisonError::into_inner).try_clone();
-            Ok((duck_conn.map_err(duck("connecting to the dataset"))?, connect(url)?))
-        },
-        |(duck_conn, client), job| {
-            progress(copy(duck_conn, client, building, &job)?);
-            Ok(())
-        },
-    )?;
-    for (table, n) in &counts {
+    Ok((counts, jobs))
+}
+
+/// Every table holds as many rows in Postgres as in DuckDB.
+fn check_counts(admin: &mut Client, building: &str, counts: &[(String, u64)]) -> Result<(), PublishError> {
+    for (table, n) in counts {
         let copied: i64 = admin
             .query_one(&format!("SELECT count(*) FROM {building}.{table}"), &[])
             .map_err(pg(format!("counting {table}")))?
@@ -184,6 +211,12 @@ fn fill(
             return Err(PublishError::Count { table: table.clone(), duckdb: *n, postgres: copied as u64 });
         }
     }
+    Ok(())
+}
+
+/// Once the rows are in: the publication's time, the tables made `LOGGED`, indexed
+/// (`sql/postgres/indexes.sql`) and vacuumed, `streams` statements at a time.
+fn finish_tables(admin: &mut Client, url: &str, building: &str, streams: usize) -> Result<(), PublishError> {
     admin
         .execute(
             &format!("INSERT INTO {building}.metadata VALUES ('published_at', to_char(clock_timestamp(), 'YYYY-MM-DD\"T\"HH24:MI:SS.USOF'))"),
@@ -211,8 +244,7 @@ fn fill(
         })
         .collect();
     run_sql(url, building, streams, vacuums)?;
-    admin.batch_execute("RESET search_path").map_err(pg("resetting the search path"))?;
-    Ok(counts)
+    admin.batch_execute("RESET search_path").map_err(pg("resetting the search path"))
 }
 
 /// Runs `jobs` on `streams` threads, each with its own state from `setup` (its connections); once

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, SocioRow};
 
 use crate::LoadError;
-use crate::batches::{Batch, DuplicateBatch, DuplicateRow, Provenance};
+use crate::batches::{Batch, Codec, DuplicateBatch, DuplicateRow, Provenance, Served};
 
 /// A row's sort key: its table's key bytes, zero-padded. The first 8 bytes are always the
 /// company (`cnpj_basico`), the group within which duplicates are looked for.
@@ -41,16 +41,6 @@ pub trait Keyed {
     fn chave(&self) -> String;
     /// Every non-empty code of the row, with the lookup table that should know it.
     fn codes(&self, _each: &mut dyn FnMut(&'static str, &str)) {}
-}
-
-/// A served table's row type, with its batch builder and run codec (made by `batches.rs`).
-pub trait Served: Keyed + Default + Send {
-    type Batch: Default + Send;
-    fn encode(&self, out: &mut Vec<u8>);
-    fn decode(&mut self, input: &mut &[u8]) -> Option<()>;
-    fn push(batch: &mut Self::Batch, row: &Self, at: Provenance);
-    fn take(batch: &mut Self::Batch) -> Batch;
-    fn len(batch: &Self::Batch) -> usize;
 }
 
 fn key(parts: &[&[u8]]) -> Key {
@@ -156,120 +146,6 @@ impl Keyed for RegimeRow {
     }
 }
 
-/// A row field in a run file.
-pub(crate) trait Codec {
-    fn encode(&self, out: &mut Vec<u8>);
-    fn decode(&mut self, input: &mut &[u8]) -> Option<()>;
-}
-
-fn take<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    let (head, rest) = input.split_at_checked(n)?;
-    *input = rest;
-    Some(head)
-}
-
-/// Lengths are LEB128 varints: one byte below 128.
-fn put_len(out: &mut Vec<u8>, mut len: usize) {
-    while len >= 0x80 {
-        out.push((len as u8) | 0x80);
-        len >>= 7;
-    }
-    out.push(len as u8);
-}
-
-fn take_len(input: &mut &[u8]) -> Option<usize> {
-    let mut len = 0usize;
-    for shift in (0..64).step_by(7) {
-        let byte = *take(input, 1)?.first()?;
-        len |= usize::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            return Some(len);
-        }
-    }
-    None
-}
-
-/// Reads `n` bytes of UTF-8 into `text`, reusing its allocation.
-fn take_text(input: &mut &[u8], n: usize, text: &mut String) -> Option<()> {
-    text.clear();
-    text.push_str(std::str::from_utf8(take(input, n)?).ok()?);
-    Some(())
-}
-
-impl Codec for String {
-    fn encode(&self, out: &mut Vec<u8>) {
-        put_len(out, self.len());
-        out.extend_from_slice(self.as_bytes());
-    }
-    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
-        let n = take_len(input)?;
-        take_text(input, n, self)
-    }
-}
-
-/// The length plus one, `0` for `None`.
-impl Codec for Option<String> {
-    fn encode(&self, out: &mut Vec<u8>) {
-        match self {
-            Some(text) => {
-                put_len(out, text.len() + 1);
-                out.extend_from_slice(text.as_bytes());
-            }
-            None => out.push(0),
-        }
-    }
-    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
-        match take_len(input)? {
-            0 => *self = None,
-            n => take_text(input, n - 1, self.get_or_insert_default())?,
-        }
-        Some(())
-    }
-}
-
-impl Codec for i32 {
-    fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
-    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
-        *self = i32::from_le_bytes(take(input, 4)?.try_into().ok()?);
-        Some(())
-    }
-}
-
-impl Codec for i64 {
-    fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
-    }
-    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
-        *self = i64::from_le_bytes(take(input, 8)?.try_into().ok()?);
-        Some(())
-    }
-}
-
-impl Codec for Option<i32> {
-    fn encode(&self, out: &mut Vec<u8>) {
-        match self {
-            Some(v) => {
-                out.push(1);
-                v.encode(out);
-            }
-            None => out.push(0),
-        }
-    }
-    fn decode(&mut self, input: &mut &[u8]) -> Option<()> {
-        *self = match take(input, 1)?[0] {
-            0 => None,
-            _ => {
-                let mut v = 0;
-                v.decode(input)?;
-                Some(v)
-            }
-        };
-        Some(())
-    }
-}
-
 /// Where a build's runs are written, and how big a member's buffer grows before it is sorted and
 /// written out. Shared by the members read in parallel.
 #[derive(Clone, Debug)]
@@ -285,7 +161,7 @@ impl Spill {
     }
 
     /// A writer of one member's rows.
-    pub fn writer<T: Served>(&self) -> RunWriter<T> {
+    pub fn writer<T: Keyed + Served>(&self) -> RunWriter<T> {
         RunWriter {
             spill: self.clone(),
             buffer: Vec::new(),
@@ -329,7 +205,7 @@ pub(crate) struct Run {
     middle: [u8; 8],
 }
 
-impl<T: Served> RunWriter<T> {
+impl<T: Keyed + Served> RunWriter<T> {
     pub fn push(&mut self, row: &T, at: Provenance) -> Result<(), LoadError> {
         self.record.clear();
         at.source_file.encode(&mut self.record);
@@ -488,7 +364,7 @@ pub(crate) fn halfway(runs: &[Run]) -> Key {
 /// each identity goes to `feed` (the serving files) and to `out` in batches of `batch_rows` for
 /// the table, the later ones in batches for `duplicates`, and the codes of the kept rows are
 /// counted. Returns the rows kept.
-pub(crate) fn merge<T: Served>(
+pub(crate) fn merge<T: Keyed + Served>(
     paths: &[PathBuf],
     keys: &Range<Key>,
     batch_rows: usize,
@@ -570,7 +446,7 @@ mod tests {
     /// and returns the kept rows' (key column, seq) in served order and the duplicates'
     /// (chave, seq, differs). Merging the two halves cut at [`halfway`] must give the same.
     #[allow(clippy::type_complexity)]
-    fn sorted<T: Served>(
+    fn sorted<T: Keyed + Served>(
         rows: Vec<(T, i64, i64)>,
         buffer_bytes: usize,
     ) -> (Vec<(String, i64)>, Vec<(String, i64, bool)>) {
@@ -608,7 +484,10 @@ mod tests {
     }
 
     #[allow(clippy::type_complexity)]
-    fn merged<T: Served>(paths: &[PathBuf], keys: Range<Key>) -> (Vec<(String, i64)>, Vec<(String, i64, bool)>) {
+    fn merged<T: Keyed + Served>(
+        paths: &[PathBuf],
+        keys: Range<Key>,
+    ) -> (Vec<(String, i64)>, Vec<(String, i64, bool)>) {
         let mut kept = Vec::new();
         let mut dups = Vec::new();
         merge::<T>(paths, &keys, 3, &mut Codes::default(), &mut Ignore, &mut |batch| {
@@ -722,36 +601,5 @@ mod tests {
         naturezas.sort();
         assert_eq!(naturezas, [("2062".to_owned(), 2), ("9999".to_owned(), 1)]);
         assert!(!codes.0.contains_key("porte_empresa"), "empty codes are not counted");
-    }
-
-    fn check<T: Codec + Default + PartialEq + std::fmt::Debug>(value: T) {
-        let mut bytes = Vec::new();
-        value.encode(&mut bytes);
-        let mut input = bytes.as_slice();
-        let mut back = T::default();
-        back.decode(&mut input).unwrap();
-        assert_eq!((back, input.len()), (value, 0));
-    }
-
-    #[test]
-    fn fields_survive_a_run() {
-        check(String::from("Açúcar"));
-        check(String::new());
-        check(Some(String::new()));
-        check(None::<String>);
-        check(Some(-3_i32));
-        check(None::<i32>);
-        check(i32::MIN);
-        check(i64::MIN);
-        check("x".repeat(300));
-        check(Some("y".repeat(20_000)));
-        let mut row = EstabelecimentoRow { cnpj: "11222333000181".into(), ..Default::default() };
-        row.data_inicio_atividade = Some(12_000);
-        let mut bytes = Vec::new();
-        row.encode(&mut bytes);
-        let mut back = EstabelecimentoRow::default();
-        back.decode(&mut bytes.as_slice()).unwrap();
-        assert_eq!(back, row);
-        assert!(back.decode(&mut &bytes[..bytes.len() - 1]).is_none(), "a truncated record is an error");
     }
 }

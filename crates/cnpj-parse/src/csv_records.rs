@@ -338,12 +338,7 @@ impl<R: Read> Records<R> {
         let mut start_line = None;
         loop {
             if self.at == self.filled && !self.eof {
-                self.filled = match self.reader.read(&mut self.input) {
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    read => read?,
-                };
-                self.at = 0;
-                self.eof = self.filled == 0;
+                self.fill()?;
             }
             let input = &self.input[self.at..self.filled];
             let (result, nin, nout, nends) = if self.over_cap.is_some() {
@@ -369,34 +364,12 @@ impl<R: Read> Records<R> {
             match result {
                 ReadRecordResult::InputEmpty => {}
                 ReadRecordResult::OutputFull | ReadRecordResult::OutputEndsFull if self.over_cap.is_none() => {
-                    let full_bytes = result == ReadRecordResult::OutputFull;
-                    if full_bytes && self.bytes.len() < self.max_record {
-                        let grown = (self.bytes.len() * 2).min(self.max_record);
-                        self.bytes.resize(grown, 0);
-                    } else if !full_bytes && self.ends.len() < self.max_record / 8 {
-                        let grown = (self.ends.len() * 2).min(self.max_record / 8);
-                        self.ends.resize(grown, 0);
-                    } else {
-                        self.over_cap = Some((0, self.max_record as u64));
-                    }
+                    self.grow(result == ReadRecordResult::OutputFull);
                 }
                 ReadRecordResult::OutputFull | ReadRecordResult::OutputEndsFull => {}
                 ReadRecordResult::Record => {
                     if self.over_cap.is_some() {
-                        // Keep what was read as fields: the last one ends where the kept bytes do.
-                        let last = if self.used.1 == 0 { 0 } else { self.ends[self.used.1 - 1] };
-                        if last < self.used.0 || self.used.1 == 0 {
-                            if self.used.1 == self.ends.len() {
-                                self.ends.push(0);
-                            }
-                            self.ends[self.used.1] = self.used.0;
-                            self.used.1 += 1;
-                        }
-                        // csv-core reports a full buffer before it looks at the next byte: a
-                        // record whose bytes fill the cap exactly ends with no byte and no
-                        // field more, and is whole.
-                        let exact = skipped == 0 && skipped_ends <= 1 && self.used.1 <= self.max_record / 8;
-                        self.over_cap = (!exact).then_some((self.used.0 as u64 + skipped, self.max_record as u64));
+                        self.end_over_cap(skipped, skipped_ends);
                     }
                     self.line = start_line.unwrap_or(self.scan.terminators + 1);
                     // The input ran out inside a quoted field, or where a field should begin after
@@ -411,6 +384,51 @@ impl<R: Read> Records<R> {
                 }
             }
         }
+    }
+
+    /// Refills the input buffer from the reader (`eof` when it has no more).
+    fn fill(&mut self) -> std::io::Result<()> {
+        self.filled = loop {
+            match self.reader.read(&mut self.input) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                read => break read?,
+            }
+        };
+        self.at = 0;
+        self.eof = self.filled == 0;
+        Ok(())
+    }
+
+    /// The record's bytes (`full_bytes`) or field ends filled their buffer: it doubles, up to the
+    /// cap; past the cap the record's rest goes to the scratch buffers.
+    fn grow(&mut self, full_bytes: bool) {
+        if full_bytes && self.bytes.len() < self.max_record {
+            let grown = (self.bytes.len() * 2).min(self.max_record);
+            self.bytes.resize(grown, 0);
+        } else if !full_bytes && self.ends.len() < self.max_record / 8 {
+            let grown = (self.ends.len() * 2).min(self.max_record / 8);
+            self.ends.resize(grown, 0);
+        } else {
+            self.over_cap = Some((0, self.max_record as u64));
+        }
+    }
+
+    /// An over-long record ended, `skipped` bytes and `skipped_ends` fields past the cap: what was
+    /// kept becomes its fields, and its size is noted unless it was whole after all.
+    fn end_over_cap(&mut self, skipped: u64, skipped_ends: usize) {
+        // Keep what was read as fields: the last one ends where the kept bytes do.
+        let last = if self.used.1 == 0 { 0 } else { self.ends[self.used.1 - 1] };
+        if last < self.used.0 || self.used.1 == 0 {
+            if self.used.1 == self.ends.len() {
+                self.ends.push(0);
+            }
+            self.ends[self.used.1] = self.used.0;
+            self.used.1 += 1;
+        }
+        // csv-core reports a full buffer before it looks at the next byte: a record whose bytes
+        // fill the cap exactly ends with no byte and no field more, and is whole.
+        let exact = skipped == 0 && skipped_ends <= 1 && self.used.1 <= self.max_record / 8;
+        self.over_cap = (!exact).then_some((self.used.0 as u64 + skipped, self.max_record as u64));
     }
 
     pub fn record(&self) -> Record<'_> {

@@ -5,10 +5,10 @@
 //! (`sql/duckdb/views.sql`) that label one table each in the chosen locale (no join with the
 //! companies: each folder is one table, joined by `cnpj_basico`), the other tables as stored.
 //! Rows are written in no particular order (`preserve_insertion_order` off: DuckDB need not hold
-//! rows back to keep it). The search filters of contract §5
-//! ([`SearchFilters`], the same SQL as a search) select the establishments; the other tables keep
-//! the rows of the selected establishments' companies. Everything is written into a temporary
-//! folder beside `--out`, renamed into place once complete: a failed export leaves nothing.
+//! rows back to keep it). The search filters ([`SearchFilters`], the same SQL as a search) select
+//! the establishments; the other tables keep the rows of the selected establishments' companies.
+//! Everything is written into a temporary folder beside `--out`, renamed into place once
+//! complete: a failed export leaves nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -57,7 +57,7 @@ pub struct Manifest {
     pub month: String,
     pub format: ExportFormat,
     pub locale: String,
-    /// The search filters that selected the establishments (contract §5 names), `{}` for all.
+    /// The search filters that selected the establishments (by the API's names), `{}` for all.
     pub filters: serde_json::Map<String, serde_json::Value>,
     /// `["uf"]` when partitioned, else empty.
     pub partition_by: Vec<String>,
@@ -114,15 +114,26 @@ pub enum ExportError {
     },
 }
 
-/// The tables of an export: folder name, SELECT, the key that filters select by (`cnpj` for
-/// establishments, `cnpj_basico` for the rest), whether it has a `uf` to partition by.
-fn tables(locale: Locale) -> Vec<(&'static str, String, &'static str, bool)> {
+/// A table of an export.
+struct Table {
+    /// The folder's name.
+    name: &'static str,
+    select: String,
+    /// The key that filters select by: `cnpj` for establishments, `cnpj_basico` for the rest.
+    key: &'static str,
+    /// Whether it has a `uf` to partition by.
+    has_uf: bool,
+}
+
+/// The tables of an export, in the manifest's order.
+fn tables(locale: Locale) -> Vec<Table> {
     let lang = literal(locale.code());
+    let table = |name, select: String, key, has_uf| Table { name, select, key, has_uf };
     vec![
-        ("companies", format!("SELECT * FROM companies_in({lang})"), "cnpj_basico", false),
-        ("establishments", format!("SELECT * FROM establishment_labels_in({lang})"), "cnpj", true),
-        ("partners", format!("SELECT * FROM partner_labels_in({lang})"), "cnpj_basico", false),
-        (
+        table("companies", format!("SELECT * FROM companies_in({lang})"), "cnpj_basico", false),
+        table("establishments", format!("SELECT * FROM establishment_labels_in({lang})"), "cnpj", true),
+        table("partners", format!("SELECT * FROM partner_labels_in({lang})"), "cnpj_basico", false),
+        table(
             "simples",
             "SELECT cnpj_basico, opcao_simples, data_opcao_simples, data_exclusao_simples, opcao_mei, \
              data_opcao_mei, data_exclusao_mei FROM simples"
@@ -130,8 +141,13 @@ fn tables(locale: Locale) -> Vec<(&'static str, String, &'static str, bool)> {
             "cnpj_basico",
             false,
         ),
-        ("tax_regimes", "SELECT cnpj_basico, cnpj, ano, regime FROM regimes_tributarios".into(), "cnpj_basico", false),
-        (
+        table(
+            "tax_regimes",
+            "SELECT cnpj_basico, cnpj, ano, regime FROM regimes_tributarios".into(),
+            "cnpj_basico",
+            false,
+        ),
+        table(
             "changes",
             "SELECT month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae FROM history.changes".into(),
             "cnpj_basico",
@@ -157,81 +173,16 @@ pub const MANIFEST_FILE: &str = "_manifest.json";
 
 /// Writes the export described by `opts`; returns its manifest (also written as `_manifest.json`).
 pub fn export(opts: &ExportOptions) -> Result<Manifest, ExportError> {
-    if !opts.db.is_file() {
-        return Err(ExportError::NoDataset(opts.db.clone()));
-    }
-    let out_err = |reason: String| ExportError::Out { path: opts.out.clone(), reason };
-    if opts.out.exists() {
-        let empty = std::fs::read_dir(&opts.out).map(|mut d| d.next().is_none()).unwrap_or(false);
-        if !opts.out.is_dir() || !empty {
-            return Err(ExportError::OutNotEmpty(opts.out.clone()));
-        }
-    }
-    let name = opts.out.file_name().ok_or_else(|| out_err("not a folder name".into()))?.to_string_lossy();
-    let parent = match opts.out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let scratch = |kind: &str| {
-        tempfile::Builder::new()
-            .prefix(&format!(".{name}.{kind}-"))
-            .tempdir_in(&parent)
-            .map_err(|e| out_err(format!("cannot create a folder in {}: {e}", parent.display())))
-    };
-    let building = scratch("exporting")?;
-    let spill = scratch("spill")?;
-
-    let db_err = |context: String| move |source| ExportError::Db { context, source };
-    let conn = duckdb::Connection::open_in_memory().map_err(db_err("opening DuckDB".into()))?;
-    conn.execute_batch(&format!(
-        "SET memory_limit = '{}B'; SET temp_directory = {}; SET preserve_insertion_order = false; \
-         ATTACH {} AS dataset (READ_ONLY); USE dataset;",
-        opts.memory_limit / 5 * 4,
-        literal(&spill.path().to_string_lossy()),
-        literal(&opts.db.to_string_lossy()),
-    ))
-    .map_err(db_err(format!("opening {}", opts.db.display())))?;
-    let views: i64 = conn
-        .query_row(
-            "SELECT count(DISTINCT function_name) FROM duckdb_functions() WHERE database_name = 'dataset' \
-             AND function_name IN ('companies_in', 'establishment_labels_in', 'partner_labels_in')",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(db_err("reading the catalog".into()))?;
-    if views != 3 {
-        return Err(ExportError::NoViews(opts.db.clone()));
-    }
-    let meta = |key: &str| -> Result<String, ExportError> {
-        conn.query_row("SELECT coalesce(max(value), '') FROM metadata WHERE key = ?", [key], |r| r.get(0))
-            .map_err(db_err("reading the metadata".into()))
-    };
-    let (build_id, month) = (meta("build_id")?, meta("source_month")?);
+    check_paths(opts)?;
+    let (building, spill) = (scratch(&opts.out, "exporting")?, scratch(&opts.out, "spill")?);
+    let conn = open(opts, spill.path())?;
+    let (build_id, month) = (metadata(&conn, "build_id")?, metadata(&conn, "source_month")?);
     // The changes are in the history file beside the dataset, when there is one of its build.
-    let history = attach_history(&conn, &opts.db).map_err(db_err("attaching the history".into()))?;
-
+    let history = attach_history(&conn, &opts.db).map_err(db("attaching the history"))?;
     let filtered = opts.filters != SearchFilters::default();
     if filtered {
-        let cities: Vec<(String, String)> = {
-            let mut stmt =
-                conn.prepare("SELECT code, name FROM municipios").map_err(db_err("reading cities".into()))?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db_err("reading cities".into()))?;
-            rows.collect::<Result<_, _>>().map_err(db_err("reading cities".into()))?
-        };
-        let city_codes = |name: &str| {
-            let folded = fold(name);
-            cities.iter().filter(|(_, n)| fold(n) == folded).map(|(c, _)| c.clone()).collect()
-        };
-        let (from, params) = opts.filters.sql(Dialect::DuckDb, city_codes);
-        conn.execute(
-            &format!("CREATE TEMP TABLE selected AS SELECT e.cnpj, e.cnpj_basico {from}"),
-            duckdb::params_from_iter(&params),
-        )
-        .map_err(db_err("selecting the establishments of the filters".into()))?;
-        conn.execute_batch("CREATE TEMP TABLE selected_companies AS SELECT DISTINCT cnpj_basico FROM temp.selected")
-            .map_err(db_err("selecting the companies of the filters".into()))?;
+        select(&conn, &opts.filters)?;
     }
-
     let mut manifest = Manifest {
         producer: opts.producer.clone(),
         build_id,
@@ -242,72 +193,165 @@ pub fn export(opts: &ExportOptions) -> Result<Manifest, ExportError> {
         partition_by: if opts.partition_by_uf { vec!["uf".to_owned()] } else { Vec::new() },
         tables: Vec::new(),
     };
-    for (table, select, key, has_uf) in tables(opts.locale) {
-        if table == "changes" {
-            let present = history
-                && conn
-                    .query_row("SELECT count(*) FROM (SELECT 1 FROM history.changes LIMIT 1)", [], |r| {
-                        r.get::<_, i64>(0)
-                    })
-                    .map_err(db_err("reading changes".into()))?
-                    > 0;
-            if !present {
-                continue;
-            }
+    for table in tables(opts.locale) {
+        if table.name == "changes" && !(history && has_changes(&conn)?) {
+            continue;
         }
-        let mut select = select;
-        if filtered {
-            let set = if key == "cnpj" { "temp.selected" } else { "temp.selected_companies" };
-            select = format!("SELECT * FROM ({select}) WHERE {key} IN (SELECT {key} FROM {set})");
-        }
-        let columns = describe(&conn, &select)?;
-        if opts.format == ExportFormat::Csv {
-            // Lists as JSON arrays: unambiguous in a cell (labels hold commas).
-            let lists: Vec<String> = columns
-                .iter()
-                .filter(|c| c.kind.ends_with("[]"))
-                .map(|c| format!("to_json({0}) AS {0}", c.name))
-                .collect();
-            if !lists.is_empty() {
-                select = format!("SELECT * REPLACE ({}) FROM ({select})", lists.join(", "));
-            }
-        }
-        let partitioned = opts.partition_by_uf && has_uf;
-        let format = match opts.format {
-            ExportFormat::Parquet => format!("FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"),
-            ExportFormat::Csv => {
-                "FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NEW_LINE '\r\n'".into()
-            }
-        };
-        let layout =
-            if partitioned { "PARTITION_BY (uf)".to_owned() } else { format!("FILE_SIZE_BYTES '{FILE_BYTES}'") };
-        let dir = building.path().join(table);
-        let copy = format!(
-            "COPY ({select}) TO {} ({format}, {layout}, FILENAME_PATTERN 'part-{{i}}')",
-            literal(&dir.to_string_lossy())
-        );
-        let started = std::time::Instant::now();
-        let rows = conn.execute(&copy, []).map_err(db_err(format!("the table {table}")))?;
-        tracing::info!(table, rows, seconds = started.elapsed().as_secs_f64(), "exported");
-        manifest.tables.push(ExportedTable {
-            name: table.to_owned(),
-            rows: rows as u64,
-            partitioned,
-            columns,
-            files: files(building.path(), &dir)?,
-        });
+        manifest.tables.push(write_table(&conn, opts, table, filtered, building.path())?);
     }
     drop(conn);
+    publish(building, &manifest, &opts.out)?;
+    Ok(manifest)
+}
+
+/// A failed DuckDB call, named by what it was doing.
+fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> ExportError {
+    let context = context.into();
+    move |source| ExportError::Db { context, source }
+}
+
+/// The dataset exists and `--out` is new or an empty folder.
+fn check_paths(opts: &ExportOptions) -> Result<(), ExportError> {
+    if !opts.db.is_file() {
+        return Err(ExportError::NoDataset(opts.db.clone()));
+    }
+    if opts.out.exists() {
+        let empty = std::fs::read_dir(&opts.out).map(|mut d| d.next().is_none()).unwrap_or(false);
+        if !opts.out.is_dir() || !empty {
+            return Err(ExportError::OutNotEmpty(opts.out.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// A temporary folder beside `out` (`.<name>.<kind>-…`), deleted when dropped.
+fn scratch(out: &Path, kind: &str) -> Result<tempfile::TempDir, ExportError> {
+    let out_err = |reason: String| ExportError::Out { path: out.to_owned(), reason };
+    let name = out.file_name().ok_or_else(|| out_err("not a folder name".into()))?.to_string_lossy();
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    tempfile::Builder::new()
+        .prefix(&format!(".{name}.{kind}-"))
+        .tempdir_in(parent)
+        .map_err(|e| out_err(format!("cannot create a folder in {}: {e}", parent.display())))
+}
+
+/// An in-memory DuckDB under the export's memory limit, spilling to `spill`, with the dataset
+/// attached read-only as its default database; refused when the dataset has no analysts' views.
+fn open(opts: &ExportOptions, spill: &Path) -> Result<duckdb::Connection, ExportError> {
+    let conn = duckdb::Connection::open_in_memory().map_err(db("opening DuckDB"))?;
+    conn.execute_batch(&format!(
+        "SET memory_limit = '{}B'; SET temp_directory = {}; SET preserve_insertion_order = false; \
+         ATTACH {} AS dataset (READ_ONLY); USE dataset;",
+        opts.memory_limit / 5 * 4,
+        literal(&spill.to_string_lossy()),
+        literal(&opts.db.to_string_lossy()),
+    ))
+    .map_err(db(format!("opening {}", opts.db.display())))?;
+    let views: i64 = conn
+        .query_row(
+            "SELECT count(DISTINCT function_name) FROM duckdb_functions() WHERE database_name = 'dataset' \
+             AND function_name IN ('companies_in', 'establishment_labels_in', 'partner_labels_in')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db("reading the catalog"))?;
+    if views != 3 {
+        return Err(ExportError::NoViews(opts.db.clone()));
+    }
+    Ok(conn)
+}
+
+/// A value of the dataset's metadata, `""` when it has none.
+fn metadata(conn: &duckdb::Connection, key: &str) -> Result<String, ExportError> {
+    conn.query_row("SELECT coalesce(max(value), '') FROM metadata WHERE key = ?", [key], |r| r.get(0))
+        .map_err(db("reading the metadata"))
+}
+
+/// Selects the establishments of the filters into `temp.selected`, by the search's own SQL, and
+/// their companies into `temp.selected_companies`.
+fn select(conn: &duckdb::Connection, filters: &SearchFilters) -> Result<(), ExportError> {
+    let cities: Vec<(String, String)> = {
+        let mut stmt = conn.prepare("SELECT code, name FROM municipios").map_err(db("reading cities"))?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(db("reading cities"))?;
+        rows.collect::<Result<_, _>>().map_err(db("reading cities"))?
+    };
+    let city_codes = |name: &str| {
+        let folded = fold(name);
+        cities.iter().filter(|(_, n)| fold(n) == folded).map(|(c, _)| c.clone()).collect()
+    };
+    let (from, params) = filters.sql(Dialect::DuckDb, city_codes);
+    conn.execute(
+        &format!("CREATE TEMP TABLE selected AS SELECT e.cnpj, e.cnpj_basico {from}"),
+        duckdb::params_from_iter(&params),
+    )
+    .map_err(db("selecting the establishments of the filters"))?;
+    conn.execute_batch("CREATE TEMP TABLE selected_companies AS SELECT DISTINCT cnpj_basico FROM temp.selected")
+        .map_err(db("selecting the companies of the filters"))
+}
+
+/// Whether the attached history holds any change.
+fn has_changes(conn: &duckdb::Connection) -> Result<bool, ExportError> {
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM (SELECT 1 FROM history.changes LIMIT 1)", [], |r| r.get(0))
+        .map_err(db("reading changes"))?;
+    Ok(rows > 0)
+}
+
+/// Writes one table into its folder under `building` with DuckDB's `COPY … TO`: only the rows of
+/// the selection when `filtered`, lists as JSON in CSV, by state or cut into files of
+/// [`FILE_BYTES`].
+fn write_table(
+    conn: &duckdb::Connection,
+    opts: &ExportOptions,
+    table: Table,
+    filtered: bool,
+    building: &Path,
+) -> Result<ExportedTable, ExportError> {
+    let Table { name, mut select, key, has_uf } = table;
+    if filtered {
+        let set = if key == "cnpj" { "temp.selected" } else { "temp.selected_companies" };
+        select = format!("SELECT * FROM ({select}) WHERE {key} IN (SELECT {key} FROM {set})");
+    }
+    let columns = describe(conn, &select)?;
+    if opts.format == ExportFormat::Csv {
+        // Lists as JSON arrays: unambiguous in a cell (labels hold commas).
+        let lists: Vec<String> =
+            columns.iter().filter(|c| c.kind.ends_with("[]")).map(|c| format!("to_json({0}) AS {0}", c.name)).collect();
+        if !lists.is_empty() {
+            select = format!("SELECT * REPLACE ({}) FROM ({select})", lists.join(", "));
+        }
+    }
+    let partitioned = opts.partition_by_uf && has_uf;
+    let format = match opts.format {
+        ExportFormat::Parquet => format!("FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"),
+        ExportFormat::Csv => "FORMAT csv, HEADER true, DELIMITER ',', QUOTE '\"', ESCAPE '\"', NEW_LINE '\r\n'".into(),
+    };
+    let layout = if partitioned { "PARTITION_BY (uf)".to_owned() } else { format!("FILE_SIZE_BYTES '{FILE_BYTES}'") };
+    let dir = building.join(name);
+    let copy = format!(
+        "COPY ({select}) TO {} ({format}, {layout}, FILENAME_PATTERN 'part-{{i}}')",
+        literal(&dir.to_string_lossy())
+    );
+    let started = std::time::Instant::now();
+    let rows = conn.execute(&copy, []).map_err(db(format!("the table {name}")))?;
+    tracing::info!(table = name, rows, seconds = started.elapsed().as_secs_f64(), "exported");
+    Ok(ExportedTable { name: name.to_owned(), rows: rows as u64, partitioned, columns, files: files(building, &dir)? })
+}
+
+/// Writes the manifest last into the finished folder, and renames the folder to `out`.
+fn publish(building: tempfile::TempDir, manifest: &Manifest, out: &Path) -> Result<(), ExportError> {
     let manifest_path = building.path().join(MANIFEST_FILE);
-    let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+    let json = serde_json::to_vec_pretty(manifest).expect("a manifest serializes");
     std::fs::write(&manifest_path, json).map_err(|source| ExportError::Io { path: manifest_path, source })?;
     let done = building.keep();
     // An empty `--out` is replaced by the rename (rename(2) takes an empty folder's place).
-    std::fs::rename(&done, &opts.out).map_err(|e| {
+    std::fs::rename(&done, out).map_err(|e| {
         let _ = std::fs::remove_dir_all(&done);
-        out_err(format!("cannot rename the finished export into place: {e}"))
-    })?;
-    Ok(manifest)
+        ExportError::Out { path: out.to_owned(), reason: format!("cannot rename the finished export into place: {e}") }
+    })
 }
 
 /// The columns of a SELECT and their DuckDB types.
@@ -343,7 +387,7 @@ fn files(root: &Path, dir: &Path) -> Result<Vec<ExportedFile>, ExportError> {
     Ok(out)
 }
 
-/// The filters given, by their contract §5 names.
+/// The filters given, by the API's names.
 fn filters_json(f: &SearchFilters) -> serde_json::Map<String, serde_json::Value> {
     let cnpj = f.cnpj.as_ref().map(|q| match q {
         cnpj_model::CnpjQuery::Full(c) => c.as_str().to_owned(),

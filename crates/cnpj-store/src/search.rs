@@ -89,88 +89,20 @@ impl SearchFilters {
     /// whole table per search, 20× the scan). Postgres joins the company, and matches
     /// `LIKE '%term%'` that its trigram indexes serve.
     pub(crate) fn sql(&self, dialect: Dialect, city_codes: impl Fn(&str) -> Vec<String>) -> (String, Vec<String>) {
-        let mut clauses: Vec<String> = Vec::new();
-        let mut params: Vec<String> = Vec::new();
-        // `clause` with `$` standing for the next parameter.
-        let mut eq = |clause: &str, value: String| {
-            params.push(value);
-            clauses.push(clause.replace('$', &format!("${}", params.len())));
-        };
         let pg = dialect == Dialect::Postgres;
-        let company = |condition: &str| {
-            if pg {
-                format!("c.{condition}")
-            } else {
-                format!("e.cnpj_basico IN (SELECT cnpj_basico FROM empresas WHERE {condition})")
-            }
-        };
-        match &self.cnpj {
-            Some(CnpjQuery::Full(c)) => eq("e.cnpj = $", c.as_str().to_owned()),
-            Some(q @ CnpjQuery::Basico(_)) => eq("e.cnpj_basico = $", q.basico().to_owned()),
-            None => {}
-        }
-        if let Some(v) = &self.business_sector {
-            eq("e.cnae_fiscal = $", v.clone());
-        }
-        if let Some(v) = &self.state {
-            eq("e.uf = $", v.clone());
-        }
-        if let Some(v) = &self.porte {
-            eq(&company("porte_empresa = $"), v.clone());
-        }
-        let date = if pg { "CAST($::text AS DATE)" } else { "CAST($ AS DATE)" };
-        if let Some(v) = &self.opening_from {
-            eq(&format!("e.data_inicio_atividade >= {date}"), v.clone());
-        }
-        if let Some(v) = &self.opening_to {
-            eq(&format!("e.data_inicio_atividade <= {date}"), v.clone());
-        }
-        if let Some(v) = &self.nature_code {
-            eq(&company("natureza_juridica = $"), v.clone());
-        }
-        if let Some(v) = &self.situacao {
-            eq("e.situacao_cadastral = $", v.clone());
-        }
-        if let Some(v) = &self.zip_prefix {
-            if pg {
-                eq("e.cep LIKE $", format!("{}%", like_escape(v)));
-            } else {
-                eq("starts_with(e.cep, $)", v.clone());
-            }
-        }
-        if let Some(v) = &self.neighborhood {
-            if pg {
-                eq("e.bairro_fold LIKE $", format!("%{}%", like_escape(&fold(v))));
-            } else {
-                eq("contains(e.bairro_fold, $)", fold(v));
-            }
-        }
-        if let Some(v) = &self.trading_name {
-            if pg {
-                // Each side of the OR on its own trigram index; cnpj is unique, so the union is exact.
-                eq(
-                    "e.cnpj IN (SELECT cnpj FROM estabelecimentos WHERE nome_fantasia_fold LIKE $ \
-                     UNION SELECT x.cnpj FROM empresas y JOIN estabelecimentos x ON x.cnpj_basico = y.cnpj_basico \
-                     WHERE y.razao_social_fold LIKE $)",
-                    format!("%{}%", like_escape(&fold(v))),
-                );
-            } else {
-                eq(
-                    &format!("(contains(e.nome_fantasia_fold, $) OR {})", company("contains(razao_social_fold, $)")),
-                    fold(v),
-                );
-            }
-        }
+        let mut w = Where::default();
+        self.codes_and_dates_sql(&mut w, pg);
+        self.text_sql(&mut w, pg);
         match (&self.city_id, &self.city) {
-            (Some(id), _) => eq("e.municipio = $", id.clone()),
+            (Some(id), _) => w.eq("e.municipio = $", id.clone()),
             (None, Some(name)) => {
                 let codes = city_codes(name);
                 if codes.is_empty() {
-                    clauses.push("FALSE".into());
+                    w.clauses.push("FALSE".into());
                 } else {
-                    let first = params.len();
-                    clauses.push(format!("e.municipio IN ({})", crate::placeholders(first, codes.len())));
-                    params.extend(codes);
+                    let first = w.params.len();
+                    w.clauses.push(format!("e.municipio IN ({})", crate::placeholders(first, codes.len())));
+                    w.params.extend(codes);
                 }
             }
             (None, None) => {}
@@ -180,8 +112,101 @@ impl SearchFilters {
         } else {
             "FROM estabelecimentos e"
         };
-        let clause = if clauses.is_empty() { String::new() } else { format!(" WHERE {}", clauses.join(" AND ")) };
-        (format!("{from}{clause}"), params)
+        let clause = if w.clauses.is_empty() { String::new() } else { format!(" WHERE {}", w.clauses.join(" AND ")) };
+        (format!("{from}{clause}"), w.params)
+    }
+
+    /// The CNPJ, the codes and the opening dates.
+    fn codes_and_dates_sql(&self, w: &mut Where, pg: bool) {
+        match &self.cnpj {
+            Some(CnpjQuery::Full(c)) => w.eq("e.cnpj = $", c.as_str().to_owned()),
+            Some(q @ CnpjQuery::Basico(_)) => w.eq("e.cnpj_basico = $", q.basico().to_owned()),
+            None => {}
+        }
+        if let Some(v) = &self.business_sector {
+            w.eq("e.cnae_fiscal = $", v.clone());
+        }
+        if let Some(v) = &self.state {
+            w.eq("e.uf = $", v.clone());
+        }
+        if let Some(v) = &self.porte {
+            w.eq(&company(pg, "porte_empresa = $"), v.clone());
+        }
+        let date = if pg { "CAST($::text AS DATE)" } else { "CAST($ AS DATE)" };
+        if let Some(v) = &self.opening_from {
+            w.eq(&format!("e.data_inicio_atividade >= {date}"), v.clone());
+        }
+        if let Some(v) = &self.opening_to {
+            w.eq(&format!("e.data_inicio_atividade <= {date}"), v.clone());
+        }
+        if let Some(v) = &self.nature_code {
+            w.eq(&company(pg, "natureza_juridica = $"), v.clone());
+        }
+        if let Some(v) = &self.situacao {
+            w.eq("e.situacao_cadastral = $", v.clone());
+        }
+    }
+
+    /// The CEP prefix and the words of the neighbourhood and of the names.
+    fn text_sql(&self, w: &mut Where, pg: bool) {
+        if let Some(v) = &self.zip_prefix {
+            if pg {
+                w.eq("e.cep LIKE $", format!("{}%", like_escape(v)));
+            } else {
+                w.eq("starts_with(e.cep, $)", v.clone());
+            }
+        }
+        if let Some(v) = &self.neighborhood {
+            if pg {
+                w.eq("e.bairro_fold LIKE $", format!("%{}%", like_escape(&fold(v))));
+            } else {
+                w.eq("contains(e.bairro_fold, $)", fold(v));
+            }
+        }
+        if let Some(v) = &self.trading_name {
+            if pg {
+                // Each side of the OR on its own trigram index; cnpj is unique, so the union is exact.
+                w.eq(
+                    "e.cnpj IN (SELECT cnpj FROM estabelecimentos WHERE nome_fantasia_fold LIKE $ \
+                     UNION SELECT x.cnpj FROM empresas y JOIN estabelecimentos x ON x.cnpj_basico = y.cnpj_basico \
+                     WHERE y.razao_social_fold LIKE $)",
+                    format!("%{}%", like_escape(&fold(v))),
+                );
+            } else {
+                w.eq(
+                    &format!(
+                        "(contains(e.nome_fantasia_fold, $) OR {})",
+                        company(pg, "contains(razao_social_fold, $)")
+                    ),
+                    fold(v),
+                );
+            }
+        }
+    }
+}
+
+/// The WHERE clauses of a search and their parameters, a filter at a time.
+#[derive(Default)]
+struct Where {
+    clauses: Vec<String>,
+    params: Vec<String>,
+}
+
+impl Where {
+    /// `clause` with `$` standing for the next parameter, `value`.
+    fn eq(&mut self, clause: &str, value: String) {
+        self.params.push(value);
+        self.clauses.push(clause.replace('$', &format!("${}", self.params.len())));
+    }
+}
+
+/// A condition on the establishment's company: on the joined company `c` (Postgres), else a
+/// semi-join on the companies that meet it.
+fn company(pg: bool, condition: &str) -> String {
+    if pg {
+        format!("c.{condition}")
+    } else {
+        format!("e.cnpj_basico IN (SELECT cnpj_basico FROM empresas WHERE {condition})")
     }
 }
 

@@ -312,6 +312,8 @@ impl Tables {
         );
     }
 
+    /// A row of Estabelecimentos. A row generator whose length is its list of fields: each drawn
+    /// in turn (the order of the draws is part of the output), so it stays one function.
     pub(crate) fn estabelecimento(&self, rng: &mut Rng, j: u64, empresas: u64, out: &mut Vec<u8>) {
         let base = basico(j % empresas);
         let (ordem, dv) = cnpj(&base, j / empresas + 1);

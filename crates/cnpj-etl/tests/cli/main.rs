@@ -19,6 +19,8 @@
 //! - `runs`: `run` month after month against a loopback RFB server: publication into Postgres,
 //!   nothing new, the month's reports, failed and refused months.
 //! - `deploy`: the systemd units of `deploy/`, checked by `systemd-analyze`.
+//! - `tidy`: the house rules over every source file of `crates/` (a `//!` line first, no circle
+//!   between the files of a crate, long functions only as listed in `long-functions.txt`).
 //! - `package`: the binaries outside the checkout: the release tarball of `scripts/package`
 //!   unpacked and moved, and the binary copied out as `cargo install` does, run without
 //!   LD_LIBRARY_PATH.
@@ -34,6 +36,7 @@ mod hardening;
 mod package;
 mod report_page;
 mod runs;
+mod tidy;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
