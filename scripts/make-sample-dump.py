@@ -135,7 +135,7 @@ def write_month(out, date, stamp, nxt):
         pick(None, estab("12345678", "0002", matriz="2", inicio="20261002", cnae="8888888", uf="MG", mun="1182",
                          cep="35500000")),
     ])
-    zip_("Estabelecimentos2.zip", [(f"K3241.K03200Y2.{date}.ESTABELE", lines(estab2, tail="\n\n"))])
+    zip_("Estabelecimentos2.zip", [(f"K3241.K03200Y0.{date}.ESTABELE", lines(estab2, tail="\n\n"))])
     estab10 = [
         estab2[0],
         estab("44555666", "0001", fantasia="VERSAO POSTERIOR", uf="EX", mun="9707"),

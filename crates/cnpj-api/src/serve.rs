@@ -3,7 +3,8 @@
 //! the header timeout of its first byte, and a keep-alive connection waits at most the idle
 //! timeout for it. A connection past its deadline is closed. (The body timeout is the router's:
 //! `server::router`.) The answers hyper writes itself, to requests it cannot parse (400, 414, 431),
-//! are rewritten into the JSON error envelope.
+//! are rewritten into the JSON error envelope; an HTTP/2 connection preface, which hyper drops
+//! without a word, is answered 505 in the envelope.
 
 use std::future::Future;
 use std::io;
@@ -18,7 +19,7 @@ use axum::body::Body;
 use axum::http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
@@ -162,22 +163,16 @@ async fn connection(
         }
     });
     // The deadlines are the watchdog's, below; hyper's own header timer is left off.
-    let conn = hyper::server::conn::http1::Builder::new().header_read_timeout(None).serve_connection(io, service);
-    let mut conn = std::pin::pin!(conn);
+    let mut conn = hyper::server::conn::http1::Builder::new().header_read_timeout(None).serve_connection(io, service);
     let mut shutting_down = false;
-    loop {
+    let ended = loop {
         // While a request is answered, the watchdog sleeps until it ends (or an hour, to look again).
         let deadline = activity.deadline(&limits).unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "connection closed with an error");
-                }
-                return;
-            }
+            result = &mut conn => break result,
             _ = stopping.changed(), if !shutting_down => {
                 shutting_down = true;
-                conn.as_mut().graceful_shutdown();
+                Pin::new(&mut conn).graceful_shutdown();
             }
             () = activity.changed.notified() => {}
             () = tokio::time::sleep_until(deadline) => {
@@ -187,6 +182,24 @@ async fn connection(
                 }
             }
         }
+    };
+    match ended {
+        Err(e) if e.is_parse_version_h2() => {
+            let mut stream = conn.into_parts().io.into_inner().inner;
+            let answer = envelope(
+                "505 HTTP Version Not Supported",
+                &serde_json::json!({"success": false, "message": "HTTP version not supported."}),
+            );
+            let sent = tokio::time::timeout(limits.header_timeout, async {
+                stream.write_all(&answer).await?;
+                stream.shutdown().await
+            });
+            if !matches!(sent.await, Ok(Ok(()))) {
+                tracing::debug!("an HTTP/2 preface could not be answered");
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "connection closed with an error"),
+        Ok(()) => {}
     }
 }
 
@@ -220,25 +233,30 @@ fn envelope_for(activity: &Activity, buf: &[u8]) -> Option<Vec<u8>> {
     if head.contains("\r\ncontent-type:") || !head.contains("\r\ncontent-length: 0") {
         return None;
     }
-    let (reason, body) = match status {
+    let (status, body) = match status {
         "400" => (
-            "Bad Request",
+            "400 Bad Request",
             serde_json::json!({"success": false, "message": "Invalid input parameters",
                 "errors": {"request": ["The request line or a header is malformed."]}}),
         ),
-        "414" => ("URI Too Long", serde_json::json!({"success": false, "message": "URI too long."})),
+        "414" => ("414 URI Too Long", serde_json::json!({"success": false, "message": "URI too long."})),
         "431" => (
-            "Request Header Fields Too Large",
+            "431 Request Header Fields Too Large",
             serde_json::json!({"success": false, "message": "Request header fields too large."}),
         ),
         _ => return None,
     };
+    Some(envelope(status, &body))
+}
+
+/// A whole answer (head and JSON body) that closes the connection.
+fn envelope(status: &str, body: &serde_json::Value) -> Vec<u8> {
     let body = body.to_string();
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
-    Some([head.into_bytes(), body.into_bytes()].concat())
+    [head.into_bytes(), body.into_bytes()].concat()
 }
 
 impl AsyncRead for Watched {

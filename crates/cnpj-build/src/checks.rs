@@ -1,9 +1,13 @@
 //! Whether the input is one whole month of one delivery: checked before the build trusts it.
 //!
-//! The folder (before anything is read): every `.zip` a readable regular file holding members; no
-//! two files of the same kind and part; no part missing inside a numbered series; every main-table
-//! member (Empresas, Estabelecimentos, Socios, Simples) of the same date stamp (`D60913` in
-//! `K3241.K03200Y0.D60913.EMPRECSV`). The content (once read): no lookup table empty, no file
+//! The folder (before anything is read): every `.zip` a readable regular file holding members; when
+//! the downloader's `manifest.json` is there, every zip it lists present with its size and
+//! SHA-256; no two files of the same kind and part (Simples and the lookups are one file each); a
+//! numbered series (Empresas, Estabelecimentos, Socios) from part 0 without a gap, and a warning
+//! when it has fewer than the ten parts the RFB ships; every main-table member (Empresas,
+//! Estabelecimentos, Socios, Simples) of the same date stamp (`D60913` in
+//! `K3241.K03200Y0.D60913.EMPRECSV`), none without one. The lookups (once read): none empty, none
+//! lacking most of the codes of the project's copy of its table. The content (once read): no file
 //! without rows, rejects within [`MAX_REJECT_PERCENT`], no text that reads as UTF-8 where
 //! Latin-1 is expected. Every problem is collected, then the build fails naming them all, unless
 //! `accept_incomplete` (or, for stale files, `ignore_stale`) turns them into warnings.
@@ -14,8 +18,11 @@ use std::sync::Mutex;
 
 use cnpj_load::SourceFile;
 use cnpj_model::FileKind;
+use cnpj_model::rows::LookupRow;
 use cnpj_normalize::CapitalIssue;
 use cnpj_parse::{Member, ParseError, TextStats};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::report::{CapitalExample, CapitalNotLoaded};
 
@@ -27,6 +34,12 @@ pub const MIN_REJECTS: u64 = 10;
 
 /// Examples kept per file in the report's capital section.
 const CAPITAL_EXAMPLES: usize = 5;
+
+/// The parts (0-9) of each numbered series in an RFB month.
+const RFB_PARTS: usize = 10;
+
+/// Codes named in a warning about a lookup table, at most.
+const CODES_NAMED: usize = 5;
 
 /// What the problems of a refused month are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +155,22 @@ pub struct Checks {
     ignore_stale: bool,
     problems: Vec<Problem>,
     warnings: Vec<String>,
+    /// The delivery's date stamp (`D60913`), once the members are checked.
+    delivery: Option<String>,
+}
+
+/// What the build reads of the downloader's `manifest.json` (written by `cnpj-download`): each
+/// zip it completed, with its size and SHA-256.
+#[derive(Debug, Deserialize)]
+struct DownloadManifest {
+    files: BTreeMap<String, DownloadedZip>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DownloadedZip {
+    size: u64,
+    #[serde(default)]
+    sha256: String,
 }
 
 fn zip_name(m: &Member) -> String {
@@ -185,6 +214,29 @@ fn is_main(kind: FileKind) -> bool {
     matches!(kind, FileKind::Empresas | FileKind::Estabelecimentos | FileKind::Socios | FileKind::Simples)
 }
 
+/// The kinds that come in numbered parts; every other kind is one file.
+fn is_series(kind: FileKind) -> bool {
+    matches!(kind, FileKind::Empresas | FileKind::Estabelecimentos | FileKind::Socios)
+}
+
+/// The delivery's date stamp among the names of main-table members: the most common, the newest
+/// on a tie.
+pub fn delivery_stamp<'a>(main_members: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut stamps: BTreeMap<&str, usize> = BTreeMap::new();
+    for stamp in main_members.filter_map(date_stamp) {
+        *stamps.entry(stamp).or_default() += 1;
+    }
+    stamps.iter().max_by_key(|&(stamp, n)| (*n, *stamp)).map(|(stamp, _)| (*stamp).to_owned())
+}
+
+/// The SHA-256 of a file, in hex.
+fn sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
 fn ranges(parts: &[u64]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
@@ -201,11 +253,74 @@ fn ranges(parts: &[u64]) -> String {
 
 impl Checks {
     pub fn new(input: &Path, accept_incomplete: bool, ignore_stale: bool) -> Checks {
-        Checks { input: input.to_owned(), accept_incomplete, ignore_stale, problems: Vec::new(), warnings: Vec::new() }
+        Checks {
+            input: input.to_owned(),
+            accept_incomplete,
+            ignore_stale,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+            delivery: None,
+        }
     }
 
     fn problem(&mut self, kind: ProblemKind, text: String) {
         self.problems.push(Problem { kind, text });
+    }
+
+    /// A warning: logged, and kept for the report.
+    pub fn warn(&mut self, text: String) {
+        tracing::warn!("{text}");
+        self.warnings.push(text);
+    }
+
+    /// The delivery's date stamp (`D60913`): the most common among the main-table members.
+    pub fn delivery(&self) -> Option<&str> {
+        self.delivery.as_deref()
+    }
+
+    /// When the folder holds the downloader's `manifest.json`: every zip it lists is there, of the
+    /// size and SHA-256 it recorded (the zips are hashed in parallel).
+    pub fn manifest(&mut self) {
+        let path = self.input.join("manifest.json");
+        let Ok(bytes) = std::fs::read(&path) else { return };
+        let manifest: DownloadManifest = match serde_json::from_slice(&bytes) {
+            Ok(manifest) => manifest,
+            Err(e) => {
+                self.problem(ProblemKind::Incomplete, format!("manifest.json is not the downloader's manifest ({e})"));
+                return;
+            }
+        };
+        let mut found: Vec<String> = manifest
+            .files
+            .par_iter()
+            .filter_map(|(name, listed)| {
+                let path = self.input.join(name);
+                let size = match std::fs::metadata(&path) {
+                    Err(_) => return Some(format!("{name} is missing: manifest.json lists it as downloaded")),
+                    Ok(m) => m.len(),
+                };
+                if size != listed.size {
+                    return Some(format!(
+                        "{name} is {size} bytes, manifest.json says {} (altered since downloaded)",
+                        listed.size
+                    ));
+                }
+                if listed.sha256.is_empty() {
+                    return None;
+                }
+                match sha256(&path) {
+                    Err(e) => Some(format!("{name} cannot be read ({e})")),
+                    Ok(hash) if hash != listed.sha256 => Some(format!(
+                        "{name} does not have the SHA-256 manifest.json records (altered since downloaded)"
+                    )),
+                    Ok(_) => None,
+                }
+            })
+            .collect();
+        found.sort();
+        for text in found {
+            self.problem(ProblemKind::Incomplete, text);
+        }
     }
 
     /// Every `.zip` entry of the folder is a readable regular file with members. A folder that
@@ -242,8 +357,9 @@ impl Checks {
         }
     }
 
-    /// The members: one delivery (main-table date stamps agree: stale members are problems, or
-    /// left out with `ignore_stale`), no two of the same kind and part, no gap in a numbered series.
+    /// The members: one delivery (main-table date stamps agree, and none is missing: stale members
+    /// are problems, or left out with `ignore_stale`), no two of the same kind and part, numbered
+    /// series whole from part 0.
     pub fn members(&mut self, members: &mut Vec<Member>) {
         let present: BTreeSet<FileKind> = members.iter().map(|m| m.kind).collect();
         let missing: Vec<&str> =
@@ -251,42 +367,50 @@ impl Checks {
         if !missing.is_empty() {
             self.problem(ProblemKind::Missing, format!("missing required tables: {}", missing.join(", ")));
         }
-        // The delivery's stamp: the most common among main-table members, the newest on a tie.
-        let mut stamps: BTreeMap<&str, usize> = BTreeMap::new();
-        for m in members.iter().filter(|m| is_main(m.kind)) {
-            if let Some(stamp) = date_stamp(&m.name) {
-                *stamps.entry(stamp).or_default() += 1;
-            }
+        self.delivery = delivery_stamp(members.iter().filter(|m| is_main(m.kind)).map(|m| m.name.as_str()));
+        if let Some(delivery) = self.delivery.clone() {
+            members.retain(|m| self.of_the_delivery(m, &delivery));
         }
-        let month = stamps.iter().max_by_key(|&(stamp, n)| (*n, *stamp)).map(|(stamp, _)| (*stamp).to_owned());
-        if let Some(month) = month {
-            let mut kept = Vec::with_capacity(members.len());
-            for m in members.drain(..) {
-                match date_stamp(&m.name).filter(|s| is_main(m.kind) && *s != month) {
-                    Some(stamp) if self.ignore_stale => {
-                        let text =
-                            format!("{} left out: its date stamp {stamp} is not the delivery's {month}", described(&m));
-                        tracing::warn!("{text}");
-                        self.warnings.push(text);
-                    }
-                    Some(stamp) => {
-                        let text = format!(
-                            "{}: date stamp {stamp} differs from the other main tables' {month} (a file of another \
-                             delivery? remove it, or --ignore-stale leaves it out)",
-                            described(&m)
-                        );
-                        self.problem(ProblemKind::Stale, text);
-                        kept.push(m);
-                    }
-                    None => kept.push(m),
-                }
-            }
-            *members = kept;
-        }
+        self.parts(members);
+    }
 
+    /// Whether a member is kept: a main-table member whose stamp is not the delivery's (or that has
+    /// none) is a problem, or left out with `ignore_stale`.
+    fn of_the_delivery(&mut self, m: &Member, delivery: &str) -> bool {
+        if !is_main(m.kind) {
+            return true;
+        }
+        let stamp = date_stamp(&m.name);
+        if stamp == Some(delivery) {
+            return true;
+        }
+        let what = match stamp {
+            Some(stamp) => format!("its date stamp {stamp} is not the delivery's {delivery}"),
+            None => format!("it has no date stamp, while the delivery's main tables carry {delivery}"),
+        };
+        if self.ignore_stale {
+            self.warn(format!("{} left out: {what}", described(m)));
+            return false;
+        }
+        let text = match stamp {
+            Some(stamp) => {
+                format!("{}: date stamp {stamp} differs from the other main tables' {delivery}", described(m))
+            }
+            None => format!("{}: no date stamp, while the other main tables carry {delivery}", described(m)),
+        };
+        let hint = "(a file of another delivery? remove it, or --ignore-stale leaves it out)";
+        self.problem(ProblemKind::Stale, format!("{text} {hint}"));
+        true
+    }
+
+    /// No two files of one kind and part (Simples and the lookups are one file each); each
+    /// numbered series from part 0 without a gap, with a warning for a series shorter than the
+    /// RFB's ten parts.
+    fn parts(&mut self, members: &[Member]) {
         let mut by_part: BTreeMap<(FileKind, Option<u64>), Vec<&Member>> = BTreeMap::new();
         for m in members.iter().filter(|m| m.kind != FileKind::TaxRegime) {
-            by_part.entry((m.kind, part_number(m))).or_default().push(m);
+            let part = if is_series(m.kind) { part_number(m) } else { None };
+            by_part.entry((m.kind, part)).or_default().push(m);
         }
         let mut series: BTreeMap<FileKind, BTreeSet<u64>> = BTreeMap::new();
         for ((kind, part), same) in &by_part {
@@ -296,15 +420,16 @@ impl Checks {
                 let text = format!("{}{which} is given twice: {}", kind.name(), files.join(" and "));
                 self.problem(ProblemKind::DuplicatePart, text);
             }
-            if let (Some(p), FileKind::Empresas | FileKind::Estabelecimentos | FileKind::Socios) = (part, kind) {
+            if let Some(p) = part {
                 series.entry(*kind).or_default().insert(*p);
             }
         }
+        let mut short = Vec::new();
         for (kind, parts) in series {
-            let (Some(&low), Some(&high)) = (parts.first(), parts.last()) else { continue };
-            let missing: Vec<u64> = (low..=high).filter(|p| !parts.contains(p)).collect();
+            let present: Vec<u64> = parts.iter().copied().collect();
+            let high = present.last().copied().unwrap_or(0);
+            let missing: Vec<u64> = (0..=high).filter(|p| !parts.contains(p)).collect();
             if !missing.is_empty() {
-                let present: Vec<u64> = parts.into_iter().collect();
                 let text = format!(
                     "{}: part{} {} missing (parts {} present)",
                     kind.name(),
@@ -314,7 +439,66 @@ impl Checks {
                 );
                 self.problem(ProblemKind::Incomplete, text);
             }
+            if present.len() < RFB_PARTS {
+                short.push(format!("{} {}", kind.name(), ranges(&present)));
+            }
         }
+        if !short.is_empty() {
+            self.warn(format!(
+                "fewer parts than the {RFB_PARTS} (0-9) the RFB ships of each numbered table: {} (a month cut short \
+                 at its last part is told only by the downloader's manifest.json)",
+                short.join(", ")
+            ));
+        }
+    }
+
+    /// The lookups against the project's copy of each table: a table that lacks most of its codes
+    /// is cut short (a problem), one that lacks a few is served with the project's rows for them
+    /// (a warning). `seen` holds each table's codes as read; `files`, the files read. Returns the
+    /// project's rows of the codes each table lacks.
+    pub fn lookups(
+        &mut self,
+        seen: &HashMap<FileKind, HashMap<String, String>>,
+        files: &[SourceFile],
+    ) -> Vec<(FileKind, Vec<LookupRow>)> {
+        let mut gaps = Vec::new();
+        for kind in FileKind::ALL.into_iter().filter(|k| k.is_lookup()) {
+            let Some(codes) = seen.get(&kind) else { continue };
+            let known = cnpj_normalize::bundled(kind);
+            let lacking: Vec<LookupRow> = known.iter().filter(|r| !codes.contains_key(&r.code)).cloned().collect();
+            if lacking.is_empty() {
+                continue;
+            }
+            let zips: Vec<String> =
+                files.iter().filter(|f| f.kind == kind).map(|f| format!("{} ({})", f.zip, f.member)).collect();
+            let table = format!("the lookup table {} of {}", kind.name(), zips.join(" and "));
+            match (codes.is_empty(), lacking.len() * 2 > known.len()) {
+                // An empty table is a problem of its own (`files`).
+                (true, _) => {}
+                (false, true) => {
+                    let text = format!(
+                        "{table} holds {} of the {} codes the project knows, {} of them missing: cut short?",
+                        known.len() - lacking.len(),
+                        known.len(),
+                        lacking.len()
+                    );
+                    self.problem(ProblemKind::Incomplete, text);
+                }
+                (false, false) => {
+                    let named: Vec<&str> = lacking.iter().take(CODES_NAMED).map(|r| r.code.as_str()).collect();
+                    let more = if lacking.len() > CODES_NAMED { ", …" } else { "" };
+                    self.warn(format!(
+                        "{table} lacks {} of the {} codes the project knows ({}{more}): they are served from the \
+                         project's copy of the table",
+                        lacking.len(),
+                        known.len(),
+                        named.join(", ")
+                    ));
+                }
+            }
+            gaps.push((kind, lacking));
+        }
+        gaps
     }
 
     /// The files read: rows, rejects, encoding; and, for lookup files, that each lookup table
@@ -487,6 +671,56 @@ mod tests {
         checks.members(&mut members);
         let err = checks.verdict().unwrap_err().to_string();
         assert!(err.contains("estabelecimentos: part 4 missing (parts 0–3, 5–9 present)"), "{err}");
+    }
+
+    fn check_members(members: &[(&str, &str, FileKind)], problems: &[&str], warnings: &[&str]) {
+        let mut members: Vec<Member> = members.iter().map(|(zip, name, kind)| member(zip, name, *kind)).collect();
+        let mut checks = Checks::new(Path::new("/m"), false, false);
+        checks.members(&mut members);
+        let found: Vec<&str> = checks.problems.iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(found, problems);
+        assert_eq!(checks.warnings, warnings);
+    }
+
+    #[test]
+    fn series_start_at_part_0_one_file_tables_are_one_file_and_main_members_carry_the_stamp() {
+        let empresas = |p: u64| (format!("Empresas{p}.zip"), format!("K3241.K03200Y{p}.D60913.EMPRECSV"));
+        let whole: Vec<(String, String)> = (0..10).map(empresas).collect();
+        let with = |extra: &[(&'static str, &'static str, FileKind)]| {
+            let mut all: Vec<(&str, &str, FileKind)> =
+                whole.iter().map(|(z, n)| (z.as_str(), n.as_str(), FileKind::Empresas)).collect();
+            all.extend_from_slice(extra);
+            all
+        };
+        let missing = "missing required tables: estabelecimentos, socios, simples, cnaes, motivos, municipios, \
+                       naturezas, paises, qualificacoes";
+        check_members(&with(&[]), &[missing], &[]);
+        check_members(
+            &with(&[("Empresas10.zip", "K3241.K03200Y10.EMPRECSV", FileKind::Empresas)]),
+            &[
+                missing,
+                "Empresas10.zip (K3241.K03200Y10.EMPRECSV): no date stamp, while the other main tables carry D60913 (a \
+             file of another delivery? remove it, or --ignore-stale leaves it out)",
+            ],
+            &[],
+        );
+        let simples = [
+            ("Simples.zip", "F.K03200$W.SIMPLES.CSV.D60913", FileKind::Simples),
+            ("Simples1.zip", "F.K03200$W.SIMPLES.CSV.D60913", FileKind::Simples),
+        ];
+        let twice = "simples is given twice: Simples.zip (F.K03200$W.SIMPLES.CSV.D60913) and Simples1.zip \
+                     (F.K03200$W.SIMPLES.CSV.D60913)";
+        check_members(&with(&simples), &[&missing.replace("simples, ", ""), twice], &[]);
+        let late = [
+            ("Socios1.zip", "K3241.K03200Y1.D60913.SOCIOCSV", FileKind::Socios),
+            ("Socios2.zip", "K3241.K03200Y2.D60913.SOCIOCSV", FileKind::Socios),
+        ];
+        check_members(
+            &with(&late),
+            &[&missing.replace("socios, ", ""), "socios: part 0 missing (parts 1–2 present)"],
+            &["fewer parts than the 10 (0-9) the RFB ships of each numbered table: socios 1–2 (a month cut short at \
+             its last part is told only by the downloader's manifest.json)"],
+        );
     }
 
     #[test]

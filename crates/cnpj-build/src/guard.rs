@@ -58,11 +58,19 @@ pub struct PreviousTable {
 #[derive(Debug, Deserialize)]
 pub struct PreviousFile {
     pub kind: String,
+    #[serde(default)]
+    pub member: String,
 }
 
 impl PreviousReport {
     pub fn rows(&self, table: &str) -> Option<u64> {
         self.tables.iter().find(|t| t.table == table).map(|t| t.rows)
+    }
+
+    /// The previous delivery's date stamp (`D61012`), from its main tables' member names.
+    pub fn delivery(&self) -> Option<String> {
+        let main = self.files.iter().filter(|f| MAIN_TABLES.contains(&f.kind.as_str()));
+        crate::checks::delivery_stamp(main.map(|f| f.member.as_str()))
     }
 }
 

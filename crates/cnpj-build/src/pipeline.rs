@@ -19,14 +19,17 @@ use rayon::prelude::*;
 use crate::checks::{CapitalTally, CheckError, Checks, Notes};
 use crate::guard::{PreviousReport, Thresholds};
 use crate::report::{
-    BuildReport, Count, FileReport, MonthOverMonth, TableRows, TableThenNow, Timings, UntranslatedCode, source_month,
-    utc_now,
+    BuildReport, Count, FileReport, MonthFrom, MonthOverMonth, TableRows, TableThenNow, Timings, UntranslatedCode,
+    source_month, utc_now,
 };
 
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
     pub input: PathBuf,
     pub db: PathBuf,
+    /// The month of the build (`YYYY-MM`), over the input folder's name and the main tables' date
+    /// stamp (see [`crate::report::source_month`]).
+    pub month: Option<String>,
     /// The memory the build may use, in bytes: DuckDB's limit, the sort buffers and the search
     /// index's postings are all derived from it (see [`Budget`]).
     pub memory_limit: u64,
@@ -56,6 +59,7 @@ impl BuildOptions {
         BuildOptions {
             input: input.into(),
             db: db.into(),
+            month: None,
             memory_limit: 2_000_000_000,
             batch_rows: 32_768,
             max_record_bytes: cnpj_parse::DEFAULT_MAX_RECORD_BYTES,
@@ -452,12 +456,17 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     observer.stage("reading the zips' directories");
     let mut checks = Checks::new(&opts.input, opts.accept_incomplete, opts.ignore_stale);
     checks.folder();
+    checks.manifest();
     let (mut members, ignored_files) = discover(&opts.input)?;
     checks.members(&mut members);
     let folder = opts.input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
-    let month = source_month(&folder, &names);
-    let previous = opts.previous.as_deref().map(|path| previous_dataset(path, month.as_deref())).transpose()?;
+    let month = source_month(opts.month.as_deref(), &folder, checks.delivery());
+    if let Some((month, from)) = &month {
+        tracing::info!("the month of the build is {month}, {from}");
+    }
+    let previous =
+        opts.previous.as_deref().map(|path| previous_dataset(path, month.as_ref(), &mut checks)).transpose()?;
+    let month = month.map(|(month, _)| month);
     let ids: Vec<i32> = (1..=members.len() as i32).collect();
     let notes = Notes::default();
     let reading = Reading { observer, notes: &notes, max_record_bytes: opts.max_record_bytes };
@@ -469,19 +478,23 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     for (member, &id) in members.iter().zip(&ids).filter(|(m, _)| m.kind.is_lookup()) {
         lookups.push(read_lookup(member, id, &mut seen, &mut lookup_rejects, &reading)?);
     }
-    checks.files(&lookups.iter().map(|l| l.file.clone()).collect::<Vec<_>>(), &notes);
+    let lookup_files: Vec<SourceFile> = lookups.iter().map(|l| l.file.clone()).collect();
+    checks.files(&lookup_files, &notes);
+    // The project's rows of the codes a table lacks follow the month's own.
+    let gaps = checks.lookups(&seen, &lookup_files);
     checks.verdict()?;
     let mut municipio_batch = MunicipioBatch::default();
     let mut tables: Vec<(FileKind, Vec<LookupRow>)> = Vec::new();
-    for lookup in &lookups {
-        if lookup.kind == FileKind::Municipios {
-            for row in &lookup.rows {
+    let rows = lookups.iter().map(|l| (l.kind, &l.rows)).chain(gaps.iter().map(|(kind, rows)| (*kind, rows)));
+    for (kind, rows) in rows {
+        if kind == FileKind::Municipios {
+            for row in rows {
                 municipio_batch.push(&municipio(row));
             }
         } else {
-            match tables.iter_mut().find(|(k, _)| *k == lookup.kind) {
-                Some((_, rows)) => rows.extend(lookup.rows.iter().cloned()),
-                None => tables.push((lookup.kind, lookup.rows.clone())),
+            match tables.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, all)) => all.extend(rows.iter().cloned()),
+                None => tables.push((kind, rows.clone())),
             }
         }
     }
@@ -661,18 +674,45 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
 }
 
 /// Reads the previous dataset's metadata, and checks that it is not of a later month than
-/// `month`. A dataset of the same month (a month built again) is not compared with: its history,
-/// this month's changes included, is carried over as it is.
-fn previous_dataset(path: &Path, month: Option<&str>) -> Result<cnpj_load::PreviousDataset, BuildError> {
+/// `month` (this month and what decided it). A dataset of the same month is not compared with
+/// (its history, this month's changes included, is carried over as it is), which is said loudly
+/// (a warning in the log and the report); unless it is of another delivery (other main-table date
+/// stamps): then one of the two months is wrong, and the build is refused.
+fn previous_dataset(
+    path: &Path,
+    month: Option<&(String, MonthFrom)>,
+    checks: &mut Checks,
+) -> Result<cnpj_load::PreviousDataset, BuildError> {
     let previous = cnpj_load::PreviousDataset::read(path)?;
     let refuse = |reason: String| Err(BuildError::Previous { path: path.to_owned(), reason });
-    match (month, previous.month.as_deref()) {
-        (None, _) => refuse("the month of this dump is unknown (name the input folder YYYY-MM)".into()),
-        (_, None) => refuse("its metadata does not say its month".into()),
-        (Some(month), Some(before)) if before > month => {
-            refuse(format!("it is of {before}, which is after this month ({month})"))
+    let Some((month, from)) = month else {
+        return refuse("the month of this dump is unknown (name the input folder YYYY-MM, or give --month)".into());
+    };
+    let Some(before) = previous.month.as_deref() else { return refuse("its metadata does not say its month".into()) };
+    if before > month.as_str() {
+        return refuse(format!("it is of {before}, which is after this month ({month}, {from})"));
+    }
+    if before < month.as_str() {
+        return Ok(previous);
+    }
+    let report: PreviousReport =
+        previous.report.as_deref().and_then(|json| serde_json::from_str(json).ok()).unwrap_or_default();
+    match (report.delivery(), checks.delivery()) {
+        (Some(then), Some(now)) if then != now => refuse(format!(
+            "it holds {month} too ({from}), but of another delivery: its main tables are stamped {then}, this \
+             folder's {now}. Either this folder is not of {month} (name it by its month, or give --month), or \
+             {month} was published again, and its changes can only be recorded against the month before: give \
+             that month's dataset as --previous"
+        )),
+        _ => {
+            checks.warn(format!(
+                "--previous {} holds this very month ({month}, {from}): nothing is compared (its history, this \
+                 month's changes included, is carried over as it is); give the dataset of the month before to \
+                 compare this month with it",
+                path.display()
+            ));
+            Ok(previous)
         }
-        _ => Ok(previous),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The build report (contract §8): per source file rows read, loaded, rejected and duplicated;
-//! unknown and untranslated codes; the source month; timings.
+//! unknown and untranslated codes; the source month (and what decides it); timings.
 
 use cnpj_load::UnknownCode;
 use cnpj_model::FileKind;
@@ -146,23 +146,55 @@ pub struct Timings {
     pub total: f64,
 }
 
-/// `YYYY-MM` of the dump: from the input folder's name when it is one (`2026-03`), else from the
-/// date code of a member name (`K3241.K03200Y0.D60314.EMPRECSV` → written 2026-03-14 → `2026-03`).
-pub fn source_month(folder: &str, members: &[&str]) -> Option<String> {
-    let b = folder.as_bytes();
-    if b.len() == 7 && b[4] == b'-' && b[..4].iter().chain(&b[5..]).all(u8::is_ascii_digit) {
-        return Some(folder.to_owned());
+/// What decided the month of a build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MonthFrom {
+    /// `--month`.
+    Given,
+    /// The input folder's name.
+    Folder,
+    /// The main tables' date stamp (`D61012`).
+    Stamp(String),
+}
+
+impl std::fmt::Display for MonthFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MonthFrom::Given => write!(f, "given by --month"),
+            MonthFrom::Folder => write!(f, "from the input folder's name"),
+            MonthFrom::Stamp(stamp) => write!(f, "from the main tables' date stamp {stamp}"),
+        }
     }
-    members.iter().find_map(|m| {
-        m.split('.').find_map(|part| {
-            let code = part.strip_prefix('D')?;
-            let d = code.as_bytes();
-            (d.len() == 5
-                && d.iter().all(u8::is_ascii_digit)
-                && code[1..3].parse::<u8>().is_ok_and(|m| (1..=12).contains(&m)))
-            .then(|| format!("202{}-{}", &code[..1], &code[1..3]))
-        })
-    })
+}
+
+fn is_month(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() == 7
+        && b[4] == b'-'
+        && b[..4].iter().chain(&b[5..]).all(u8::is_ascii_digit)
+        && text[5..].parse::<u8>().is_ok_and(|m| (1..=12).contains(&m))
+}
+
+/// `YYYY-MM` of the dump, and what decided it: `given` (`--month`) when there is one, else the
+/// input folder's name when it is a month (`2026-10`), else the delivery's date stamp, which the
+/// main tables' members carry (`K3241.K03200Y0.D61012.EMPRECSV` → written 2026-10-12 →
+/// `2026-10`). Lookup tables' stamps never decide: a folder may hold lookups of an older delivery.
+pub fn source_month(given: Option<&str>, folder: &str, delivery: Option<&str>) -> Option<(String, MonthFrom)> {
+    if let Some(month) = given {
+        return Some((month.to_owned(), MonthFrom::Given));
+    }
+    if is_month(folder) {
+        return Some((folder.to_owned(), MonthFrom::Folder));
+    }
+    let stamp = delivery?;
+    let code = stamp.strip_prefix('D').filter(|c| c.len() == 5 && c.bytes().all(|b| b.is_ascii_digit()))?;
+    let month = format!("202{}-{}", &code[..1], &code[1..3]);
+    is_month(&month).then(|| (month, MonthFrom::Stamp(stamp.to_owned())))
+}
+
+/// Checks a `--month` value: `YYYY-MM`.
+pub fn month_arg(text: &str) -> Result<String, String> {
+    is_month(text).then(|| text.to_owned()).ok_or_else(|| format!("{text:?} is not a month YYYY-MM"))
 }
 
 /// Now, as `YYYY-MM-DDTHH:MM:SSZ`.
@@ -186,17 +218,23 @@ pub fn utc_now() -> String {
 mod tests {
     use super::*;
 
-    fn check(folder: &str, members: &[&str], expected: Option<&str>) {
-        assert_eq!(source_month(folder, members).as_deref(), expected, "{folder} {members:?}");
+    fn check(given: Option<&str>, folder: &str, delivery: Option<&str>, expected: Option<(&str, MonthFrom)>) {
+        let got = source_month(given, folder, delivery);
+        assert_eq!(got, expected.map(|(m, from)| (m.to_owned(), from)), "{given:?} {folder} {delivery:?}");
     }
 
     #[test]
-    fn month_from_folder_or_member_date_code() {
-        check("2026-03", &["x"], Some("2026-03"));
-        check("sample", &["K3241.K03200Y0.D60314.EMPRECSV"], Some("2026-03"));
-        check("sample", &["F.K03200$W.SIMPLES.CSV.D60913"], Some("2026-09"));
-        check("sample", &["Empresas0"], None);
-        check("2026-3", &["K3241.K03200Y0.D61314.EMPRECSV"], None);
+    fn month_from_the_flag_the_folder_or_the_delivery_stamp() {
+        let stamp = |s: &str| MonthFrom::Stamp(s.into());
+        check(None, "2026-03", Some("D61012"), Some(("2026-03", MonthFrom::Folder)));
+        check(Some("2026-11"), "2026-03", Some("D61012"), Some(("2026-11", MonthFrom::Given)));
+        check(None, "sample", Some("D61012"), Some(("2026-10", stamp("D61012"))));
+        check(None, "sample", Some("D61112"), Some(("2026-11", stamp("D61112"))));
+        check(None, "sample", None, None);
+        check(None, "2026-3", Some("D60913"), Some(("2026-09", stamp("D60913"))));
+        check(None, "2026-13", None, None);
+        assert_eq!(month_arg("2026-10"), Ok("2026-10".into()));
+        assert!(month_arg("2026-1").is_err() && month_arg("2026-00").is_err() && month_arg("10/2026").is_err());
     }
 
     #[test]

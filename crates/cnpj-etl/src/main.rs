@@ -37,6 +37,10 @@ enum Command {
         /// Folder with the month's zips (Empresas*, Estabelecimentos*, Socios*, Simples, lookups; tax-regime zips optional).
         #[arg(long)]
         input: PathBuf,
+        /// The month of the dump (YYYY-MM); default: the folder's name when it is one, else the
+        /// date stamp of the main tables' members (D61012 → 2026-10).
+        #[arg(long, value_parser = cnpj_build::month_arg)]
+        month: Option<String>,
         /// The dataset file to create or replace (with --postgres: kept too; else a temporary file is used).
         #[arg(long, required_unless_present = "postgres")]
         db: Option<PathBuf>,
@@ -57,7 +61,8 @@ enum Command {
         /// The previous month's dataset (a DuckDB file built by cnpj-etl, with its lookup file):
         /// record what changed since in the history file beside --db (<db>.history, its
         /// `changes` table), carry the previous history over, and refuse a month that looks
-        /// broken next to it.
+        /// broken next to it. A dataset of this same month is not compared with (a warning), and
+        /// one of this month but of another delivery refuses the build.
         #[arg(long)]
         previous: Option<PathBuf>,
         #[command(flatten)]
@@ -309,13 +314,14 @@ fn non_blank(text: &str) -> Result<String, String> {
 /// How strictly the build takes its input (see `cnpj_build::checks`).
 #[derive(Debug, clap::Args)]
 struct CheckArgs {
-    /// Build a month that fails the completeness checks (an empty or missing part, a lookup table
-    /// without rows, more than 1 % rejects, UTF-8 text, a zip that is not a readable file), with
-    /// warnings in the log and the report.
+    /// Build a month that fails the completeness checks (an empty or missing part, a series not
+    /// from part 0, a zip missing or altered since manifest.json recorded it, a lookup table empty
+    /// or lacking most of the codes the project knows, more than 1 % rejects, UTF-8 text, a zip
+    /// that is not a readable file), with warnings in the log and the report.
     #[arg(long)]
     accept_incomplete: bool,
-    /// Leave out the main-table members whose date stamp (D60913) is not the delivery's, with a
-    /// warning, instead of refusing the month.
+    /// Leave out the main-table members whose date stamp (D60913) is not the delivery's, or that
+    /// have none, with a warning, instead of refusing the month.
     #[arg(long)]
     ignore_stale: bool,
     /// Bytes kept of one CSV record; a longer record is a reject (file, line, reason).
@@ -555,7 +561,7 @@ fn error_text(e: &anyhow::Error) -> String {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Build { input, db, pg, pg_streams, report, memory_limit, checks, previous, guard } => {
+        Command::Build { input, month, db, pg, pg_streams, report, memory_limit, checks, previous, guard } => {
             if let Some(db) = &db {
                 writable(db, "--db")?;
             }
@@ -571,8 +577,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let db = db.unwrap_or_else(|| scratch.as_ref().expect("a scratch folder").path().join("dataset.duckdb"));
             // The build writes the report before it renames the dataset into place.
-            let opts =
-                checks.apply(BuildOptions { memory_limit, report: report.clone(), ..BuildOptions::new(&input, &db) });
+            let opts = checks.apply(BuildOptions {
+                month,
+                memory_limit,
+                report: report.clone(),
+                ..BuildOptions::new(&input, &db)
+            });
             if let Err(code) = build(&guard.apply(previous, opts), cli.quiet, report.as_deref())? {
                 return Ok(code);
             }
@@ -645,6 +655,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             fetch(&source.options(&month, month_dir.clone()), cli.quiet)?;
             let reports = MonthReports::of(&month_dir);
             let opts = BuildOptions {
+                month: Some(month.clone()),
                 memory_limit,
                 report: Some(reports.attempt.clone()),
                 ..BuildOptions::new(&month_dir, &db)

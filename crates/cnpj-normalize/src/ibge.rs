@@ -6,17 +6,25 @@ use std::sync::LazyLock;
 
 use cnpj_model::rows::{LookupRow, MunicipioRow};
 
-static MAP: LazyLock<HashMap<&'static str, (&'static str, &'static str)>> = LazyLock::new(|| {
-    include_str!("../../../data/municipios-rfb-ibge.csv")
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let mut f = line.split(',');
-            let (code, ibge, _name, uf) = (f.next()?, f.next()?, f.next()?, f.next()?);
-            Some((code, (ibge, uf)))
-        })
-        .collect()
-});
+/// The mapping's rows: RFB code, IBGE code, name, state.
+fn rows() -> impl Iterator<Item = [&'static str; 4]> {
+    include_str!("../../../data/municipios-rfb-ibge.csv").lines().skip(1).filter_map(|line| {
+        let mut f = line.split(',');
+        Some([f.next()?, f.next()?, f.next()?, f.next()?])
+    })
+}
+
+static MAP: LazyLock<HashMap<&'static str, (&'static str, &'static str)>> =
+    LazyLock::new(|| rows().map(|[code, ibge, _, uf]| (code, (ibge, uf))).collect());
+
+/// The municipalities the project knows, by RFB code: the mapping's, and 9707 EXTERIOR.
+pub(crate) fn municipalities() -> Vec<LookupRow> {
+    let mut out: Vec<LookupRow> =
+        rows().map(|[code, _, name, _]| LookupRow { code: code.to_owned(), label: name.to_owned() }).collect();
+    out.push(LookupRow { code: "9707".into(), label: "EXTERIOR".into() });
+    out.sort_by(|a, b| a.code.cmp(&b.code));
+    out
+}
 
 /// A municipality of the month's table, with the state and IBGE code the mapping knows
 /// (`EX` and no IBGE code for 9707 EXTERIOR; empty state and no code for an unmapped code).

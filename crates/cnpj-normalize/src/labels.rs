@@ -4,7 +4,10 @@
 //! obvious typo of the RFB text); en and es come from the project's label files under
 //! `data/labels/`, compiled in. Fixed domains (statuses, sizes, regimes, partner types,
 //! age bands, head office/branch) have project files in all three locales. A month code without
-//! an en/es label falls back to pt-br and is reported as untranslated.
+//! an en/es label falls back to pt-br and is reported as untranslated. The project keeps a copy of
+//! each RFB lookup table (`data/labels/rfb/`, and the municipalities of the IBGE mapping):
+//! [`bundled`], which a month's tables are checked against and which stands in for the codes
+//! they lack.
 
 use std::collections::HashMap;
 
@@ -72,15 +75,36 @@ label_files!(
 pub const FIXED_DOMAINS: [&str; 6] =
     ["situacao_cadastral", "porte_empresa", "regime_tributario", "tipo_socio", "faixa_etaria", "matriz_filial"];
 
-/// The project's labels of `table` in `locale`: code → label (empty when there is no file).
-pub fn translations(table: &str, locale: Locale) -> Vec<(&'static str, &'static str)> {
-    let Some(text) = file(locale.code(), table) else {
-        return Vec::new();
-    };
+/// The project's copies of the RFB's lookup tables, their text cleaned as a month's is.
+const RFB_TABLES: [(FileKind, &str); 5] = [
+    (FileKind::Cnaes, include_str!("../../../data/labels/rfb/cnaes.tsv")),
+    (FileKind::Motivos, include_str!("../../../data/labels/rfb/motivos.tsv")),
+    (FileKind::Naturezas, include_str!("../../../data/labels/rfb/naturezas.tsv")),
+    (FileKind::Paises, include_str!("../../../data/labels/rfb/paises.tsv")),
+    (FileKind::Qualificacoes, include_str!("../../../data/labels/rfb/qualificacoes.tsv")),
+];
+
+/// The `code<TAB>label` lines of a label file.
+fn entries(text: &'static str) -> impl Iterator<Item = (&'static str, &'static str)> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty() && *l != "code\tlabel")
         .map(|l| l.split_once('\t').unwrap_or((l, "")))
-        .collect()
+}
+
+/// The project's labels of `table` in `locale`: code → label (empty when there is no file).
+pub fn translations(table: &str, locale: Locale) -> Vec<(&'static str, &'static str)> {
+    file(locale.code(), table).map_or_else(Vec::new, |text| entries(text).collect())
+}
+
+/// The project's copy of a lookup table, in code order: for the municipalities, the names of the
+/// IBGE mapping and 9707 EXTERIOR. A month's table that lacks most of its codes is cut short,
+/// and the codes it lacks are served with these rows.
+pub fn bundled(kind: FileKind) -> Vec<LookupRow> {
+    if kind == FileKind::Municipios {
+        return crate::ibge::municipalities();
+    }
+    let text = RFB_TABLES.iter().find(|(k, _)| *k == kind).map_or("", |(_, text)| text);
+    entries(text).map(|(code, label)| LookupRow { code: code.to_owned(), label: label.to_owned() }).collect()
 }
 
 /// Every label of the fixed domains, in all three locales.
@@ -158,7 +182,8 @@ mod tests {
     /// unique codes in ascending order and non-empty labels without stray white space.
     #[test]
     fn label_files_are_well_formed() {
-        for (locale, table, text) in all_files() {
+        let rfb = RFB_TABLES.iter().map(|(kind, text)| ("rfb", kind.name(), *text));
+        for (locale, table, text) in all_files().into_iter().chain(rfb) {
             let mut lines = text.lines().skip_while(|l| l.starts_with("# "));
             assert_eq!(lines.next(), Some("code\tlabel"), "{locale}/{table}: header");
             let mut previous: Option<&str> = None;
@@ -173,6 +198,22 @@ mod tests {
                 previous = Some(code);
             }
         }
+    }
+
+    /// The codes the project's copies stand in for are translated: a month's table cut short is
+    /// served in every locale.
+    #[test]
+    fn the_copies_of_the_lookup_tables_are_translated() {
+        for kind in FileKind::ALL.into_iter().filter(|k| k.is_lookup() && *k != FileKind::Municipios) {
+            let rows = bundled(kind);
+            assert!(rows.len() > 50, "{kind:?}: {} rows", rows.len());
+            let set = LabelSet::build(&[(kind, rows)]);
+            assert!(set.untranslated.is_empty(), "{kind:?}: {:?}", set.untranslated);
+        }
+        let municipalities = bundled(FileKind::Municipios);
+        assert_eq!(municipalities.len(), 5572);
+        assert!(municipalities.contains(&LookupRow { code: "9707".into(), label: "EXTERIOR".into() }));
+        assert!(municipalities.windows(2).all(|w| w[0].code < w[1].code));
     }
 
     #[test]

@@ -15,6 +15,6 @@ pub use fields::{
     telefone,
 };
 pub use ibge::municipio;
-pub use labels::{FIXED_DOMAINS, LabelSet, Untranslated, fixed_domains, translations};
+pub use labels::{FIXED_DOMAINS, LabelSet, Untranslated, bundled, fixed_domains, translations};
 pub use tables::{Normalizer, Reject, TaxRegimeColumns, record_hash};
 pub use text::{clean, mask_cpf_runs};

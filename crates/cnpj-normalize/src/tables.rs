@@ -33,6 +33,10 @@ pub enum Reject {
     CnpjBasico {
         value: String,
     },
+    /// A municipality code that is not one: the RFB's are 1 to 4 digits.
+    Municipio {
+        value: String,
+    },
     Year {
         value: String,
     },
@@ -55,6 +59,7 @@ impl fmt::Display for Reject {
             Reject::CnpjBasico { value } => {
                 write!(f, "invalid cnpj_basico {value:?}: 8 characters of [0-9A-Z] expected")
             }
+            Reject::Municipio { value } => write!(f, "invalid municipio {value:?}: a code of 1 to 4 digits expected"),
             Reject::Year { value } => write!(f, "invalid year {value:?}"),
             Reject::Regime { value } => write!(f, "unknown forma_de_tributacao {value:?}"),
         }
@@ -211,6 +216,10 @@ impl Normalizer {
         clean(rec.field(19), &mut out.uf);
         out.uf.make_ascii_uppercase();
         Self::code(rec, 20, 4, &mut out.municipio);
+        let code = out.municipio.len() == 4 && out.municipio.bytes().all(|b| b.is_ascii_digit());
+        if !(code || out.municipio.is_empty()) {
+            return Err(Reject::Municipio { value: std::mem::take(&mut out.municipio) });
+        }
         out.ddd_1 = ddd(self.text(rec, 21));
         out.telefone_1 = telefone(self.text(rec, 22));
         out.ddd_2 = ddd(self.text(rec, 23));
@@ -461,6 +470,19 @@ mod tests {
             &bad_char,
             Err(Reject::Cnpj { value: "1122-333000181".into(), error: InvalidCnpj::Character('-') }),
         );
+        for (municipio, expected) in [("ZZ", Some("ZZ")), ("71070", Some("71070")), ("7 1", Some("7 1")), ("", None)] {
+            let mut line = ESTAB;
+            line[20] = municipio;
+            let got = with(&fields(&line), |n, rec| n.estabelecimento(rec, &mut EstabelecimentoRow::default()));
+            assert_eq!(got.err(), expected.map(|value| Reject::Municipio { value: value.into() }), "{municipio:?}");
+        }
+        let mut short = ESTAB;
+        short[20] = "107";
+        let got = with(&fields(&short), |n, rec| {
+            let mut row = EstabelecimentoRow::default();
+            n.estabelecimento(rec, &mut row).map(|()| row.municipio)
+        });
+        assert_eq!(got.as_deref(), Ok("0107"), "an unpadded code is padded");
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub enum ParseError {
     Unrecognised { path: PathBuf },
     #[error("{path}: the zip has no member")]
     Empty { path: PathBuf },
+    #[error("{path}: two members are named {member} (an RFB zip holds one member of each name): refused")]
+    DuplicateName { path: PathBuf, member: String },
     #[error(
         "{path}: member {member} would inflate {compressed} bytes into {size} (more than {BOMB_RATIO}:1): \
          refused as a zip bomb"
@@ -56,9 +58,14 @@ fn open(path: &Path) -> Result<zip::ZipArchive<BufReader<File>>, ParseError> {
 }
 
 /// Reads the central directory of `path` and recognises every file member: by the zip's name
-/// first, then by the member's suffix. Directory entries are skipped.
+/// first, then by the member's suffix. Directory entries are skipped. A zip with two entries of
+/// the same name is refused: only one of them could be read.
 pub fn list_members(path: &Path) -> Result<Vec<Member>, ParseError> {
     let mut archive = open(path)?;
+    if archive.has_duplicate_names() {
+        let member = duplicate_name(path, archive.central_directory_start())?;
+        return Err(ParseError::DuplicateName { path: path.to_owned(), member });
+    }
     let zip_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut members = Vec::new();
     let mut files = 0;
@@ -93,9 +100,33 @@ pub fn list_members(path: &Path) -> Result<Vec<Member>, ParseError> {
     Ok(members)
 }
 
+/// The name that two entries of the central directory share (the zip library keeps one of them
+/// only, so the directory, from `start`, is read here).
+fn duplicate_name(path: &Path, start: u64) -> Result<String, ParseError> {
+    use std::io::{Seek, SeekFrom};
+    let failed = |source| ParseError::Open { path: path.to_owned(), source };
+    let mut file = File::open(path).map_err(failed)?;
+    file.seek(SeekFrom::Start(start)).map_err(failed)?;
+    let mut directory = Vec::new();
+    file.read_to_end(&mut directory).map_err(failed)?;
+    let field = |at: usize| directory.get(at..at + 2).map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])));
+    let mut seen = std::collections::HashSet::new();
+    let mut at = 0;
+    // An entry: its signature and 42 bytes of fields, then its name, extra field and comment.
+    while directory.get(at..at + 4) == Some(b"PK\x01\x02") {
+        let (Some(name), Some(extra), Some(comment)) = (field(at + 28), field(at + 30), field(at + 32)) else { break };
+        let Some(bytes) = directory.get(at + 46..at + 46 + name) else { break };
+        if !seen.insert(bytes) {
+            return Ok(String::from_utf8_lossy(bytes).into_owned());
+        }
+        at += 46 + name + extra + comment;
+    }
+    Ok("alike".into())
+}
+
 /// Streams the inflated bytes of one member to `f`. The zip crate checks the CRC when the member
 /// has been read to its end; a mismatch surfaces as an `io::Error` from the reader, and so does a
-/// member that inflates to more than the size its directory declares.
+/// member that inflates to more or fewer bytes than the size its directory declares.
 pub fn read_member<T>(member: &Member, f: impl FnOnce(&mut dyn Read) -> T) -> Result<T, ParseError> {
     let mut archive = open(&member.zip)?;
     let file = archive.by_index(member.index).map_err(|source| ParseError::Member {
@@ -106,8 +137,8 @@ pub fn read_member<T>(member: &Member, f: impl FnOnce(&mut dyn Read) -> T) -> Re
     Ok(f(&mut Declared { inner: file, left: member.size }))
 }
 
-/// A member's bytes, refused past its declared size: a forged directory cannot make it inflate
-/// more than it says.
+/// A member's bytes, refused past its declared size and short of it: a forged directory cannot
+/// make it inflate more than it says, and a member that ends early is not taken as whole.
 struct Declared<R> {
     inner: R,
     left: u64,
@@ -121,6 +152,12 @@ impl<R: Read> Read for Declared<R> {
         // Ask for one byte more than is left, to tell the end from an overflow.
         let want = buf.len().min(usize::try_from(self.left.saturating_add(1)).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 && self.left > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the member inflates to {} bytes fewer than its declared size: the zip is corrupt", self.left),
+            ));
+        }
         if n as u64 > self.left {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -256,6 +293,46 @@ mod tests {
         let err = read_member(&members[0], |r| r.read_to_end(&mut sink)).unwrap().unwrap_err();
         assert!(err.to_string().contains("declared"), "{err}");
         assert!(sink.len() <= 1000, "{} bytes inflated", sink.len());
+    }
+
+    #[test]
+    fn a_member_that_inflates_short_of_its_declared_size_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = vec![b'x'; 1000];
+        let p = zip_with(dir.path(), "Cnaes.zip", &[("F.K03200$Z.D60913.CNAECSV", &data)]);
+        // Forge the declared size up by 10 MB: the CRC still agrees with the bytes there are.
+        let mut bytes = std::fs::read(&p).unwrap();
+        for (signature, offset) in [(&b"PK\x03\x04"[..], 22), (b"PK\x01\x02", 24)] {
+            let at = bytes.windows(4).position(|w| w == signature).unwrap() + offset;
+            bytes[at..at + 4].copy_from_slice(&10_001_000u32.to_le_bytes());
+        }
+        std::fs::write(&p, &bytes).unwrap();
+        let members = list_members(&p).unwrap();
+        let mut sink = Vec::new();
+        let err = read_member(&members[0], |r| r.read_to_end(&mut sink)).unwrap().unwrap_err();
+        assert!(err.to_string().contains("10000000 bytes fewer than its declared size"), "{err}");
+    }
+
+    #[test]
+    fn two_members_of_one_name_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "K3241.K03200Y0.D60913.EMPRECSV";
+        for second in [&b"\"11222333\"\n"[..], b"\"11"] {
+            // Written under another name of the same length, then renamed in both headers.
+            let p = zip_with(
+                dir.path(),
+                "Empresas0.zip",
+                &[(name, b"\"11222333\"\n"), ("Q3241.K03200Y0.D60913.EMPRECSV", second)],
+            );
+            let mut bytes = std::fs::read(&p).unwrap();
+            while let Some(at) = bytes.windows(5).position(|w| w == b"Q3241") {
+                bytes[at] = b'K';
+            }
+            std::fs::write(&p, &bytes).unwrap();
+            let err = list_members(&p).unwrap_err();
+            assert!(matches!(&err, ParseError::DuplicateName { member, .. } if member == name), "{err}");
+            assert!(err.to_string().contains("Empresas0.zip: two members are named K3241"), "{err}");
+        }
     }
 
     #[test]

@@ -811,6 +811,10 @@ fn invalid_utf8_in_path_or_query_is_a_400_naming_it() {
     let headers: String = (0..200).map(|i| format!("X-{i}: 1\r\n")).collect();
     let many = format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{headers}\r\n");
     assert_eq!(error_of(&exchange(&s.addr, many.as_bytes())), (431, "Request header fields too large."));
+    // An HTTP/2 connection preface (prior knowledge): this port speaks HTTP/1.1.
+    let h2 = exchange(&s.addr, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00");
+    assert_eq!(error_of(&h2), (505, "HTTP version not supported."));
+    assert_eq!(h2.header("content-type"), Some("application/json"));
     // A normal keep-alive exchange is untouched: two pipelined requests, then a malformed third.
     let pipelined =
         b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\nNOPE\r\n\r\n";

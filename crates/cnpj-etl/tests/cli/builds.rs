@@ -41,7 +41,7 @@ fn sample_dump_reconciles_file_by_file() {
     // read, loaded, rejected, duplicates, differing
     assert_eq!(counts(file(&b.report, "Y0.D60913.EMPRECSV")), [11, 9, 1, 1, 0]);
     assert_eq!(counts(file(&b.report, "Y1.D60913.EMPRECSV")), [3, 1, 1, 1, 1]);
-    assert_eq!(counts(file(&b.report, "Y2.D60913.ESTABELE")), [10, 8, 2, 0, 0]);
+    assert_eq!(counts(file(&b.report, "Y0.D60913.ESTABELE")), [10, 8, 2, 0, 0]);
     assert_eq!(counts(file(&b.report, "Y1.D60913.ESTABELE")), [5, 3, 0, 2, 1]);
     assert_eq!(counts(file(&b.report, "SOCIOCSV")), [8, 6, 1, 1, 0]);
     assert_eq!(counts(file(&b.report, "SIMPLES.CSV.D60913")), [4, 3, 0, 1, 1]);

@@ -2,13 +2,16 @@
 //! `--previous` holds exactly the planted events in its history file's `changes`; the history
 //! carries over (from a history file, or from a dataset that kept its changes inside) and is
 //! trimmed to `--keep-months`, each month's companies beside it; a truncated month trips the
-//! guard and leaves the dataset.
+//! guard and leaves the dataset; the month of a build is its main tables' (issue 29), and a
+//! previous dataset of the same month is said or refused.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::{build_in, etl, query, text};
+use cnpj_model::FileKind;
+
+use super::{build_in, copy_dir, etl, first_member, query, root, sample_dump, text, write_zip};
 
 /// Whether an event is about an establishment (keyed by its CNPJ) rather than its company.
 fn of_establishment(event: &str, field: &str) -> bool {
@@ -223,7 +226,10 @@ fn a_previous_dataset_that_cannot_be_compared_with_is_refused_by_name() {
     assert!(said.contains("the previous dataset does not exist"), "{said}");
     let september = built(sample, "september.duckdb");
     let said = refused(&path("august"), &september);
-    assert!(said.contains("it is of 2026-09, which is after this month (2026-08)"), "{said}");
+    assert!(
+        said.contains("it is of 2026-09, which is after this month (2026-08, from the main tables' date stamp D60813)"),
+        "{said}"
+    );
 
     let august = built(&path("august"), "august.duckdb");
     std::fs::remove_file(format!("{august}.lookup")).unwrap();
@@ -240,4 +246,83 @@ fn a_previous_dataset_that_cannot_be_compared_with_is_refused_by_name() {
     let said = refused(sample, &august);
     assert!(said.contains("the previous dataset's lookup file"), "{said}");
     assert!(said.contains("checksum") || said.contains("inflate"), "{said}");
+}
+
+/// Gives every stamped member of the month in `dir` the date stamp `main` (main tables) or
+/// `lookups` (lookup tables), as a delivery of that date would carry.
+fn restamp(dir: &Path, main: &str, lookups: &str) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let zip = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let Some(kind) = FileKind::recognise(&zip, None).filter(|k| *k != FileKind::TaxRegime) else { continue };
+        let (member, bytes) = first_member(&path);
+        let stamp = member.split('.').find(|p| p.len() == 6 && p.starts_with('D')).unwrap();
+        write_zip(&path, &member.replace(stamp, if kind.is_lookup() { lookups } else { main }), &bytes);
+    }
+}
+
+/// Issue 29: folders not named by month, whose lookups are of an older delivery (March): the
+/// main tables' stamps decide, so two consecutive months come out as 2026-10 and 2026-11 and
+/// the second records its changes; `--month` overrides; a previous dataset of this very month
+/// is said (log and report), and one of this month but of another delivery is refused.
+#[test]
+fn the_month_is_the_main_tables_and_month_over_month_records_the_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    copy_dir(&sample_dump(), &first);
+    copy_dir(&root().join("data/sample-dump-next"), &second);
+    restamp(&first, "D61012", "D60314");
+    restamp(&second, "D61112", "D60314");
+    for out in ["a", "b", "c", "d"] {
+        std::fs::create_dir(dir.path().join(out)).unwrap();
+    }
+    let october = build_in(&first, &dir.path().join("a"), &[]);
+    assert_eq!(october.report["source_month"], "2026-10");
+    let previous = october.db.to_str().unwrap();
+    let november = build_in(&second, &dir.path().join("b"), &["--previous", previous, "--accept-anomalies"]);
+    assert_eq!(november.report["source_month"], "2026-11");
+    let mom = &november.report["month_over_month"];
+    assert_eq!(mom["previous_month"], "2026-10");
+    assert!(!mom["events"].as_array().unwrap().is_empty(), "{mom}");
+    let recorded = query(&november.db, "SELECT count(*)::VARCHAR FROM history.changes WHERE month = '2026-11'");
+    assert_ne!(recorded, [["0"]]);
+    assert_eq!(build_in(&first, &dir.path().join("c"), &["--month", "2026-08"]).report["source_month"], "2026-08");
+
+    // The same month again: built, nothing compared, and said in the log and the report.
+    let report = dir.path().join("d/report.json");
+    let (db, report_arg) = (dir.path().join("d/again.duckdb"), report.to_str().unwrap());
+    let args = ["build", "--quiet", "--input", second.to_str().unwrap(), "--db", db.to_str().unwrap()];
+    let previous = ["--previous", november.db.to_str().unwrap(), "--accept-anomalies"];
+    let out = etl(&[&args[..], &["--report", report_arg], &previous[..]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let said = format!(
+        "--previous {} holds this very month (2026-11, from the main tables' date stamp D61112): nothing is compared",
+        november.db.display()
+    );
+    assert!(text(&out).contains(&said), "{}", text(&out));
+    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert!(again["warnings"].to_string().contains(&said), "{}", again["warnings"]);
+    assert_eq!(again["month_over_month"]["events"], mom["events"], "the month's changes, carried over");
+
+    // October's zips given as November: this month, but another delivery: refused.
+    let out = etl(&[
+        &args[..2],
+        &[
+            "--input",
+            first.to_str().unwrap(),
+            "--month",
+            "2026-11",
+            "--db",
+            db.to_str().unwrap(),
+            "--previous",
+            november.db.to_str().unwrap(),
+        ],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out).replace('\n', " ");
+    assert!(
+        said.contains("it holds 2026-11 too (given by --month), but of another delivery: its main tables are stamped D61112, this folder's D61012"),
+        "{said}"
+    );
 }

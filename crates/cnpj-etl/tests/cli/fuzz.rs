@@ -14,8 +14,8 @@
 //! - panic (exit 101, "panicked", or a signal), hang (the timeout), silently wrong (exit 0 where
 //!   the month had to be refused or the damage counted, or a failure that changed the target).
 //!
-//! The test runs `CNPJ_FUZZ_CASES` cases (40 by default) from `CNPJ_FUZZ_SEED` (19), every kind
-//! in turn; `CNPJ_FUZZ_CASE=N` runs case N alone, `CNPJ_FUZZ_TIMEOUT` is the timeout in seconds
+//! The test runs `CNPJ_FUZZ_CASES` cases (52 by default: each kind twice) from `CNPJ_FUZZ_SEED`
+//! (19), every kind in turn; `CNPJ_FUZZ_CASE=N` runs case N alone, `CNPJ_FUZZ_TIMEOUT` is the timeout in seconds
 //! (60), `CNPJ_FUZZ_KEEP` keeps each case's folder and `CNPJ_FUZZ_VERBOSE` prints every case.
 //! `scripts/fuzz-build` runs it at a large count. Rows are accounted for by physical line: a
 //! reject spans the lines of its record, so two records joined into one reject (a line end
@@ -82,10 +82,18 @@ enum Kind {
     DuplicatePart,
     Zip64,
     ZipBomb,
+    DuplicateName,
+    CutLookup,
+    Unstamped,
+    MissingFirstPart,
+    ManifestMismatch,
+    SecondFile,
+    OverDeclared,
+    BadMunicipio,
 }
 
 impl Kind {
-    const ALL: [Kind; 18] = [
+    const ALL: [Kind; 26] = [
         Kind::FlipZipBytes,
         Kind::FlipMemberBytes,
         Kind::TruncateZip,
@@ -104,6 +112,14 @@ impl Kind {
         Kind::DuplicatePart,
         Kind::Zip64,
         Kind::ZipBomb,
+        Kind::DuplicateName,
+        Kind::CutLookup,
+        Kind::Unstamped,
+        Kind::MissingFirstPart,
+        Kind::ManifestMismatch,
+        Kind::SecondFile,
+        Kind::OverDeclared,
+        Kind::BadMunicipio,
     ];
 
     fn name(self) -> &'static str {
@@ -126,6 +142,14 @@ impl Kind {
             Kind::DuplicatePart => "duplicate member/part",
             Kind::Zip64 => "zip64 archive",
             Kind::ZipBomb => "zip bomb",
+            Kind::DuplicateName => "two members, one name",
+            Kind::CutLookup => "lookup cut short",
+            Kind::Unstamped => "main member unstamped",
+            Kind::MissingFirstPart => "part 0 missing",
+            Kind::ManifestMismatch => "zip unlike manifest",
+            Kind::SecondFile => "second single file",
+            Kind::OverDeclared => "size declared too big",
+            Kind::BadMunicipio => "municipio not a code",
         }
     }
 }
@@ -308,6 +332,8 @@ struct Baseline {
     files: BTreeMap<FileKey, Counts>,
     reject_lines: BTreeMap<FileKey, BTreeSet<u64>>,
     reject_spans: BTreeMap<FileKey, u64>,
+    /// The `manifest.json` the downloader writes for the month (served by a loopback RFB).
+    manifest: Vec<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -392,8 +418,62 @@ impl Baseline {
         let all = rejects(&db).unwrap();
         let reject_lines = all.iter().map(|(k, v)| (k.clone(), v.iter().map(|r| r.0).collect())).collect();
         let reject_spans = all.iter().map(|(k, v)| (k.clone(), v.iter().map(|r| r.1).sum())).collect();
-        Baseline { files: file_counts(&report).unwrap(), reject_lines, reject_spans, dir }
+        Baseline { files: file_counts(&report).unwrap(), reject_lines, reject_spans, manifest: manifest(&dir), dir }
     }
+}
+
+/// The downloader's `manifest.json` of the sample dump: downloaded from a loopback RFB into `dir`.
+fn manifest(dir: &tempfile::TempDir) -> Vec<u8> {
+    let rfb = crate::Rfb::start();
+    rfb.publish("2026-09", &sample_dump());
+    let dest = dir.path().join("downloaded");
+    let dest_arg = dest.to_str().unwrap();
+    let out = crate::etl(&[
+        "download",
+        "--quiet",
+        "--legacy",
+        "--base-url",
+        &rfb.base,
+        "--month",
+        "2026-09",
+        "--dest",
+        dest_arg,
+    ]);
+    assert!(out.status.success(), "{}", crate::text(&out));
+    let manifest = std::fs::read(dest.join("manifest.json")).unwrap();
+    std::fs::remove_dir_all(dest).unwrap();
+    manifest
+}
+
+/// A zip of `entries` and a second entry named as entry `index`, holding `bytes`: written under a
+/// placeholder name of the same length, then renamed in both its headers (the zip library
+/// writes no two entries of one name).
+fn with_twin(entries: &[Entry], index: usize, bytes: Vec<u8>) -> Vec<u8> {
+    let name = entries[index].name.as_bytes();
+    let placeholder = "~".repeat(name.len());
+    let mut all = entries.to_vec();
+    all.push(Entry { name: placeholder.clone(), dir: false, bytes });
+    let mut raw = zip_bytes(&all, false);
+    while let Some(at) = raw.windows(name.len()).position(|w| w == placeholder.as_bytes()) {
+        raw[at..at + name.len()].copy_from_slice(name);
+    }
+    raw
+}
+
+/// Where field `index` of an RFB record line starts and ends (its quotes included): fields are
+/// split at the `;` outside quotes.
+fn field_span(content: &[u8], index: usize) -> Option<(usize, usize)> {
+    let mut quoted = false;
+    let mut bounds = vec![0];
+    for (i, &b) in content.iter().enumerate() {
+        match b {
+            b'"' => quoted = !quoted,
+            b';' if !quoted => bounds.push(i + 1),
+            _ => {}
+        }
+    }
+    bounds.push(content.len() + 1);
+    (bounds.len() == 31).then(|| (bounds[index], bounds[index + 1] - 1))
 }
 
 /// Applies the case's mutation to the month in `input`.
@@ -622,6 +702,132 @@ fn mutate(kind: Kind, rng: &mut Rng, input: &Path, baseline: &Baseline) -> Mutat
                 std::fs::write(&path, zip_bytes(&entries, false)).unwrap();
                 m.detail = format!("member copied as {copy}");
             }
+        }
+        Kind::DuplicateName => {
+            // The same bytes again, or their beginning: an RFB zip holds one member.
+            let cut = if rng.one_in(2) { bytes.len() } else { rng.below(bytes.len()) };
+            m.detail = format!("{member} again, {cut} of its {} bytes", bytes.len());
+            std::fs::write(&path, with_twin(&entries, index, bytes[..cut].to_vec())).unwrap();
+            m.expect = Expect::Refused;
+        }
+        Kind::CutLookup => {
+            let lookups: Vec<&String> =
+                zips.iter().filter(|z| FileKind::recognise(z, None).is_some_and(FileKind::is_lookup)).collect();
+            let zip = (*rng.pick(&lookups)).clone();
+            let path = input.join(&zip);
+            let (member, bytes) = crate::first_member(&path);
+            // Fewer than half of its records, the last one maybe cut inside.
+            let records = lines(&bytes);
+            let keep = rng.below(records.len() / 2);
+            let end = if keep > 0 && rng.one_in(2) {
+                let line = records[keep - 1];
+                rng.range(line.start, line.end.max(line.start + 1))
+            } else {
+                records.get(keep).map_or(bytes.len(), |l| l.start)
+            };
+            crate::write_zip(&path, &member, &bytes[..end]);
+            m.detail = format!("{end} of {} bytes, {keep} of {} records", bytes.len(), records.len());
+            (m.zip, m.member, m.table) = (zip.clone(), Some(member), FileKind::recognise(&zip, None));
+            m.expect = Expect::Refused;
+        }
+        Kind::Unstamped => {
+            let main: Vec<&String> = zips
+                .iter()
+                .filter(|z| FileKind::recognise(z, None).is_some_and(|k| !k.is_lookup() && k != FileKind::TaxRegime))
+                .collect();
+            let zip = (*rng.pick(&main)).clone();
+            let path = input.join(&zip);
+            let (member, bytes) = crate::first_member(&path);
+            let unstamped: Vec<&str> = member.split('.').filter(|p| !(p.len() == 6 && p.starts_with('D'))).collect();
+            let unstamped = unstamped.join(".");
+            crate::write_zip(&path, &unstamped, &bytes);
+            m.detail = format!("{member} renamed {unstamped}");
+            (m.zip, m.member, m.table) = (zip.clone(), Some(unstamped), FileKind::recognise(&zip, None));
+            m.expect = Expect::Refused;
+        }
+        Kind::MissingFirstPart => {
+            let first: Vec<(&String, String)> = zips
+                .iter()
+                .map(|z| (z, crate::first_member(&input.join(z)).0))
+                .filter(|(_, member)| member.starts_with("K3241.K03200Y0."))
+                .collect();
+            let (zip, member) = rng.pick(&first).clone();
+            std::fs::remove_file(input.join(zip)).unwrap();
+            m.detail = format!("{zip} ({member}) removed");
+            (m.zip, m.member, m.table) = (zip.clone(), None, FileKind::recognise(zip, None));
+            m.expect = Expect::Refused;
+        }
+        Kind::ManifestMismatch => {
+            std::fs::write(input.join("manifest.json"), &baseline.manifest).unwrap();
+            let mut raw = std::fs::read(&path).unwrap();
+            m.detail = match rng.below(3) {
+                0 => {
+                    std::fs::remove_file(&path).unwrap();
+                    "removed".into()
+                }
+                1 => {
+                    let len = rng.below(raw.len());
+                    std::fs::write(&path, &raw[..len]).unwrap();
+                    format!("cut to {len} of {} bytes", raw.len())
+                }
+                _ => {
+                    let at = rng.below(raw.len());
+                    raw[at] ^= rng.range(1, 256) as u8;
+                    std::fs::write(&path, &raw).unwrap();
+                    format!("byte {at} flipped")
+                }
+            };
+            m.member = None;
+            m.expect = Expect::Refused;
+        }
+        Kind::SecondFile => {
+            let single: Vec<&String> = zips
+                .iter()
+                .filter(|z| FileKind::recognise(z, None).is_some_and(|k| k.is_lookup() || k == FileKind::Simples))
+                .collect();
+            let zip = (*rng.pick(&single)).clone();
+            let copy = format!("{}1.zip", zip.trim_end_matches(".zip"));
+            std::fs::copy(input.join(&zip), input.join(&copy)).unwrap();
+            m.detail = format!("copied as {copy}");
+            (m.zip, m.member, m.table, m.added) = (zip.clone(), None, FileKind::recognise(&zip, None), Some(copy));
+            m.expect = Expect::Refused;
+        }
+        Kind::OverDeclared => {
+            // The directories declare more bytes than the member inflates to.
+            let mut raw = zip_bytes(&entries, false);
+            let (central, local) = headers(&raw, &member);
+            let size = u32_at(&raw, central + 24);
+            let declared = size + rng.range(1, 10 << 20) as u32;
+            for at in [central + 24, local + 22] {
+                raw[at..at + 4].copy_from_slice(&declared.to_le_bytes());
+            }
+            std::fs::write(&path, raw).unwrap();
+            m.detail = format!("declares {declared} of its {size} bytes");
+            m.expect = Expect::Refused;
+        }
+        Kind::BadMunicipio => {
+            let zip =
+                (*rng.pick(&zips.iter().filter(|z| z.starts_with("Estabelecimentos")).collect::<Vec<_>>())).clone();
+            let path = input.join(&zip);
+            let (member, bytes) = crate::first_member(&path);
+            let key = (zip.clone(), member.clone());
+            let candidates = record_lines(
+                &bytes,
+                FileKind::Estabelecimentos,
+                baseline.reject_lines.get(&key).unwrap_or(&no_rejects),
+            );
+            let spans: Vec<(Line, (usize, usize))> = candidates
+                .iter()
+                .filter_map(|l| field_span(&bytes[l.start..l.end], 20).map(|span| (*l, span)))
+                .collect();
+            let (line, (from, to)) = *rng.pick(&spans);
+            let value = *rng.pick(&["\"ZZ\"", "\"71070\"", "\"7A\"", "\"-1\""]);
+            let mut b = bytes.clone();
+            b.splice(line.start + from..line.start + to, value.bytes());
+            crate::write_zip(&path, &member, &b);
+            m.detail = format!("municipio {value} on line {}", line.number);
+            (m.zip, m.member, m.table) = (zip, Some(member), Some(FileKind::Estabelecimentos));
+            m.expect = Expect::Rejected { line: line.number, tail_lost: false };
         }
         Kind::Zip64 => {
             std::fs::write(&path, zip_bytes(&entries, true)).unwrap();
@@ -858,7 +1064,7 @@ fn env_number(name: &str) -> Option<u64> {
 
 #[test]
 fn mutated_months_never_panic_hang_or_load_silently_wrong() {
-    let cases = env_number("CNPJ_FUZZ_CASES").unwrap_or(40);
+    let cases = env_number("CNPJ_FUZZ_CASES").unwrap_or(2 * Kind::ALL.len() as u64);
     let seed = env_number("CNPJ_FUZZ_SEED").unwrap_or(19);
     let only = env_number("CNPJ_FUZZ_CASE");
     let timeout = Duration::from_secs(env_number("CNPJ_FUZZ_TIMEOUT").unwrap_or(60));

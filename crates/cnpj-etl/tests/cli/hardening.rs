@@ -173,12 +173,16 @@ fn incomplete_month_builds_with_accept_incomplete_and_says_so() {
     assert_eq!(
         warnings,
         [
+            "fewer parts than the 10 (0-9) the RFB ships of each numbered table: empresas 0–1, estabelecimentos \
+             0–1, socios 0, 2 (a month cut short at its last part is told only by the downloader's manifest.json)",
             "socios: part 1 missing (parts 0, 2 present)",
             "Municipios.zip (F.K03200$Z.D60913.MUNICCSV) has no rows",
             "the lookup table municipios is empty"
         ]
     );
-    assert_eq!(query(&b.db, "SELECT count(*)::VARCHAR FROM municipios"), [["0"]]);
+    // The municipalities the month lacks are served from the project's copy.
+    assert_eq!(query(&b.db, "SELECT count(*)::VARCHAR FROM municipios"), [["5572"]]);
+    assert_eq!(show(&b.db, "11222333000181")["endereco"]["municipio_nome"], "SAO PAULO");
 }
 
 #[test]
@@ -454,7 +458,7 @@ fn cpf_in_names_and_punctuated_forms_are_masked_and_no_served_text_holds_one() {
     let head_office = cnpj("414141410001");
     write_zip(
         &input.join("Estabelecimentos11.zip"),
-        "K3241.K03200Y3.D60913.ESTABELE",
+        "K3241.K03200Y2.D60913.ESTABELE",
         establishment(&head_office, "LOJA 111.222.333-44").as_bytes(),
     );
     let partners = "\"41414141\";\"2\";\"FULANO 11122233344\";\"***222333**\";\"49\";\"20200101\";\"\";\"***123456**\";\"BELTRANO 123.456.789-09\";\"05\";\"0\"\n\
@@ -533,7 +537,9 @@ fn truncated_member_cut_after_a_delimiter_is_a_reject() {
     let head = b"\"4090\";";
     let cut = bytes.windows(head.len()).position(|w| w == head).unwrap() + head.len();
     write_zip(&zip, &member, &bytes[..cut]);
-    let b = build_in(&input, dir.path(), &[]);
+    // Cut to 7 of its 91 codes, the table is cut short (issue 29): built anyway, with the project's
+    // labels for the codes it lacks.
+    let b = build_in(&input, dir.path(), &["--accept-incomplete"]);
     assert_eq!(
         query(
             &b.db,
@@ -549,4 +555,229 @@ fn truncated_member_cut_after_a_delimiter_is_a_reject() {
         ),
         [["0"]]
     );
+}
+
+/// A zip of one entry and a second entry of the same name holding `second`: written under a
+/// placeholder name of the same length, then renamed (the zip library writes no two entries of
+/// one name).
+fn write_twins(path: &Path, member: &str, first: &[u8], second: &[u8]) {
+    let placeholder = "~".repeat(member.len());
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, bytes) in [(member, first), (placeholder.as_str(), second)] {
+        w.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
+        std::io::Write::write_all(&mut w, bytes).unwrap();
+    }
+    let mut raw = w.finish().unwrap().into_inner();
+    while let Some(at) = raw.windows(member.len()).position(|w| w == placeholder.as_bytes()) {
+        raw[at..at + member.len()].copy_from_slice(member.as_bytes());
+    }
+    std::fs::write(path, raw).unwrap();
+}
+
+/// Issue 29: a zip holding two members of one name (the whole member then half of it, or two
+/// identical copies) is refused: only one of them would be read.
+#[test]
+fn two_members_under_one_name_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Estabelecimentos2.zip");
+    let (member, bytes) = first_member(&zip);
+    for second in [&bytes[..bytes.len() / 2], &bytes[..]] {
+        write_twins(&zip, &member, &bytes, second);
+        let err = refused(&input, dir.path(), &[]);
+        assert!(err.contains(&format!("Estabelecimentos2.zip: two members are named {member}")), "{err}");
+    }
+}
+
+/// The member of `zip` with only the records `keep` says to keep.
+fn filter_records(zip: &Path, keep: impl Fn(usize, &[u8]) -> bool) {
+    let (member, bytes) = first_member(zip);
+    let kept: Vec<&[u8]> =
+        bytes.split_inclusive(|&b| b == b'\n').enumerate().filter(|(i, line)| keep(*i, line)).map(|(_, l)| l).collect();
+    write_zip(zip, &member, &kept.concat());
+}
+
+/// Issue 29: a lookup table that lacks most of the codes of the project's copy is cut short:
+/// refused (Cnaes down to one row, Municipios cut mid-line), or built with `--accept-incomplete`;
+/// the codes a table lacks are served with the project's labels, in every locale.
+#[test]
+fn a_lookup_table_cut_short_is_refused_and_the_codes_it_lacks_keep_their_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let cnaes = input.join("Cnaes.zip");
+    let whole = std::fs::read(&cnaes).unwrap();
+    filter_records(&cnaes, |i, _| i == 0);
+    let municipios = input.join("Municipios.zip");
+    let (member, bytes) = first_member(&municipios);
+    write_zip(&municipios, &member, &bytes[..bytes.len() * 35 / 100]);
+    let err = refused(&input, dir.path(), &[]);
+    for problem in [
+        "the lookup table cnaes of Cnaes.zip (F.K03200$Z.D60913.CNAECSV) holds 1 of the 1359 codes the project \
+         knows, 1358 of them missing: cut short?",
+        "the lookup table municipios of Municipios.zip (F.K03200$Z.D60913.MUNICCSV) holds 19",
+        "--accept-incomplete",
+    ] {
+        assert!(err.contains(problem), "{problem:?} not in {err}");
+    }
+    let b = build_in(&input, dir.path(), &["--accept-incomplete"]);
+    assert!(b.report["warnings"].to_string().contains("holds 1 of the 1359 codes"), "{}", b.report["warnings"]);
+    for (locale, label) in [
+        ("pt-br", "Consultoria em tecnologia da informação"),
+        ("en", "Information technology consultancy"),
+        ("es", "Consultoría en tecnología de la información"),
+    ] {
+        let record: Value = serde_json::from_str(&crate::show(&b.db, locale, "11222333000181")).unwrap();
+        assert_eq!(record["cnae_fiscal_descricao"], label, "{locale}");
+        assert_eq!(record["endereco"]["municipio_nome"], "SAO PAULO", "{locale}");
+    }
+    assert_eq!(
+        query(&b.db, "SELECT count(*)::VARCHAR FROM labels WHERE tabela = 'cnaes' AND locale = 'es'"),
+        [["1359"]]
+    );
+
+    // A few codes missing: a warning, and their labels all the same.
+    std::fs::write(&cnaes, whole).unwrap();
+    std::fs::copy(sample_dump().join("Municipios.zip"), &municipios).unwrap();
+    filter_records(&cnaes, |_, line| !line.starts_with(b"\"6204000\"") && !line.starts_with(b"\"0111301\""));
+    let again = tempfile::tempdir().unwrap();
+    let b = build_in(&input, again.path(), &[]);
+    let warnings = b.report["warnings"].to_string();
+    assert!(
+        warnings.contains(
+            "the lookup table cnaes of Cnaes.zip (F.K03200$Z.D60913.CNAECSV) lacks 2 of the 1359 codes the project \
+             knows (0111301, 6204000): they are served from the project's copy of the table"
+        ),
+        "{warnings}"
+    );
+    let record = show(&b.db, "11222333000181");
+    assert_eq!(record["cnae_fiscal_descricao"], "Consultoria em tecnologia da informação", "{record}");
+    assert!(!b.report["unknown_codes"].to_string().contains("6204000"), "{}", b.report["unknown_codes"]);
+}
+
+/// Issue 29: a main-table member without a date stamp among stamped ones (last month's rows under
+/// an unstamped name) is refused as stale, or left out with `--ignore-stale`.
+#[test]
+fn a_main_member_without_a_date_stamp_is_refused_as_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let (_, empresas) = first_member(&input.join("Empresas1.zip"));
+    write_zip(&input.join("Empresas1.zip"), "K3241.K03200Y1.EMPRECSV", &empresas);
+    let err = refused(&input, dir.path(), &["--accept-incomplete"]);
+    assert!(
+        err.contains(
+            "Empresas1.zip (K3241.K03200Y1.EMPRECSV): no date stamp, while the other main tables carry D60913 (a \
+             file of another delivery? remove it, or --ignore-stale leaves it out)"
+        ),
+        "{err}"
+    );
+    let b = build_in(&input, dir.path(), &["--ignore-stale"]);
+    let warnings = b.report["warnings"].to_string();
+    assert!(warnings.contains("Empresas1.zip (K3241.K03200Y1.EMPRECSV) left out: it has no date stamp"), "{warnings}");
+    assert!(!b.report["files"].to_string().contains("K3241.K03200Y1.EMPRECSV"));
+}
+
+/// Issue 29: a numbered series that does not start at part 0 is refused; with the downloader's
+/// `manifest.json` beside them, zips missing or altered since they were downloaded are refused;
+/// a series shorter than the RFB's ten parts is a warning.
+#[test]
+fn a_series_without_part_0_and_zips_unlike_their_manifest_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    std::fs::remove_file(input.join("Empresas0.zip")).unwrap();
+    let err = refused(&input, dir.path(), &[]);
+    assert!(err.contains("empresas: part 0 missing (parts 1 present)"), "{err}");
+
+    // A month as the downloader leaves it: builds, with a warning for its short series.
+    let rfb = crate::Rfb::start();
+    rfb.publish("2026-09", &sample_dump());
+    let month = dir.path().join("downloaded").join("2026-09");
+    let month_arg = month.to_str().unwrap();
+    let out =
+        etl(&["download", "--quiet", "--legacy", "--base-url", &rfb.base, "--month", "2026-09", "--dest", month_arg]);
+    assert!(out.status.success(), "{}", text(&out));
+    let b = build_in(&month, dir.path(), &[]);
+    assert_eq!(
+        b.report["warnings"][0],
+        "fewer parts than the 10 (0-9) the RFB ships of each numbered table: empresas 0–1, estabelecimentos 0–1, \
+         socios 0 (a month cut short at its last part is told only by the downloader's manifest.json)"
+    );
+    // A zip gone, one altered (same size), one cut short.
+    std::fs::remove_file(month.join("Estabelecimentos10.zip")).unwrap();
+    let mut socios = std::fs::read(month.join("Socios0.zip")).unwrap();
+    let at = socios.len() / 2;
+    socios[at] ^= 1;
+    std::fs::write(month.join("Socios0.zip"), socios).unwrap();
+    let real = month.join("Lucro Real.zip");
+    let size = std::fs::metadata(&real).unwrap().len();
+    let (member, bytes) = first_member(&real);
+    let last = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap();
+    write_zip(&real, &member, &bytes[..=last]);
+    let zipped_again = std::fs::metadata(&real).unwrap().len();
+    assert_ne!(zipped_again, size, "its last row gone, zipped again: another size");
+    let err = refused(&month, dir.path(), &[]);
+    for problem in [
+        "Estabelecimentos10.zip is missing: manifest.json lists it as downloaded",
+        "Socios0.zip does not have the SHA-256 manifest.json records (altered since downloaded)",
+        &format!("Lucro Real.zip is {zipped_again} bytes, manifest.json says {size} (altered since downloaded)"),
+    ] {
+        assert!(err.contains(problem), "{problem:?} not in {err}");
+    }
+}
+
+/// Issue 29: `Simples.zip` beside `Simples1.zip` (or any one-file table given twice) is refused,
+/// `--accept-incomplete` or not.
+#[test]
+fn a_second_file_of_a_one_file_table_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    std::fs::copy(input.join("Simples.zip"), input.join("Simples1.zip")).unwrap();
+    std::fs::copy(input.join("Motivos.zip"), input.join("Motivos1.zip")).unwrap();
+    let err = refused(&input, dir.path(), &["--accept-incomplete"]);
+    for problem in [
+        "simples is given twice: Simples1.zip (F.K03200$W.SIMPLES.CSV.D60913) and Simples.zip \
+         (F.K03200$W.SIMPLES.CSV.D60913)",
+        "motivos is given twice: Motivos1.zip (F.K03200$Z.D60913.MOTICSV) and Motivos.zip",
+    ] {
+        assert!(err.contains(problem), "{problem:?} not in {err}");
+    }
+}
+
+/// Issue 29: a zip whose directory declares more bytes than its member inflates to is corrupt.
+#[test]
+fn a_member_shorter_than_its_declared_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let zip = input.join("Socios0.zip");
+    let mut bytes = std::fs::read(&zip).unwrap();
+    for (signature, offset) in [(&b"PK\x03\x04"[..], 22), (b"PK\x01\x02", 24)] {
+        let at = bytes.windows(4).position(|w| w == signature).unwrap() + offset;
+        let size = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) + 10_000_000;
+        bytes[at..at + 4].copy_from_slice(&size.to_le_bytes());
+    }
+    std::fs::write(&zip, bytes).unwrap();
+    let err = refused(&input, dir.path(), &[]);
+    assert!(err.contains("Socios0.zip (K3241.K03200Y0.D60913.SOCIOCSV) is damaged near line"), "{err}");
+    assert!(err.contains("10000000 bytes fewer than its declared size: the zip is corrupt"), "{err}");
+}
+
+/// Issue 29: a municipality code that is not 1 to 4 digits (`ZZ`) is a reject, with its reason.
+#[test]
+fn a_municipality_code_that_is_not_one_is_a_reject() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = sample_copy(dir.path());
+    let (good, bad) = (cnpj("515151510001"), cnpj("525252520001"));
+    let mut rows = establishment(&good, "MUNICIPIO BOM");
+    rows.push_str(&establishment(&bad, "MUNICIPIO ZZ").replace("\"7107\"", "\"ZZ\""));
+    write_zip(&input.join("Estabelecimentos11.zip"), "K3241.K03200Y2.D60913.ESTABELE", rows.as_bytes());
+    let b = build_in(&input, dir.path(), &[]);
+    assert_eq!(
+        query(
+            &b.db,
+            "SELECT r.line::VARCHAR, r.reason FROM rejects r JOIN source_files f ON f.id = r.source_file \
+             WHERE f.zip = 'Estabelecimentos11.zip'"
+        ),
+        [["2", "invalid municipio \"ZZ\": a code of 1 to 4 digits expected"]]
+    );
+    let loaded = query(&b.db, &format!("SELECT cnpj FROM estabelecimentos WHERE cnpj IN ('{good}', '{bad}')"));
+    assert_eq!(loaded, [[good]]);
 }
