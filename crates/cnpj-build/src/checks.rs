@@ -22,7 +22,7 @@ use cnpj_model::rows::LookupRow;
 use cnpj_normalize::CapitalIssue;
 use cnpj_parse::{Member, ParseError, TextStats};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::report::{CapitalExample, CapitalNotLoaded};
 
