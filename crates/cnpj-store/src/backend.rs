@@ -208,7 +208,8 @@ impl Backend {
         result
     }
 
-    /// [`Backend::rows`], stopped at `deadline` ([`StoreError::OverBudget`]): DuckDB's query is
+    /// [`Backend::rows`], stopped at `deadline` ([`StoreError::OverBudget`], also for a query that
+    /// ends past it): DuckDB's query is
     /// interrupted by a watchdog thread, Postgres' by `statement_timeout`. The connection is
     /// closed afterwards (an interrupt that comes as the query ends must not reach the next).
     pub(crate) fn rows_within(
@@ -248,8 +249,11 @@ impl Backend {
         };
         self.checkin(None, false);
         drop(conn);
+        // A query that ended past the deadline (the interrupt came as it finished) is over budget
+        // all the same: a search answers within its budget or not at all.
         match result {
             Err(_) if stopped => Err(StoreError::OverBudget),
+            _ if Instant::now() > deadline => Err(StoreError::OverBudget),
             result => result,
         }
     }
