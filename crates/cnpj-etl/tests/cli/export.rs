@@ -80,7 +80,7 @@ fn python() -> &'static str {
         assert!(
             check.status.success(),
             "CNPJ_TEST_PYTHON={python} has no pyarrow ({}): `{python} -m pip install pyarrow`, or: {INSTALL}",
-            String::from_utf8_lossy(&check.stderr).trim()
+            String::from_utf8_lossy(&check.stderr).trim().lines().last().unwrap_or_default()
         );
         python
     })
