@@ -1,5 +1,6 @@
-//! `cnpj-api`: serves a registry dataset over HTTP (spec + contract §3-§7), and the operator's
-//! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
+//! `cnpj-api`: serves a registry dataset read-only over HTTP (search, detail, batch, changes,
+//! reference data, cities), and the operator's account commands. Exit codes: 0 success; 1 failure;
+//! 2 invalid arguments.
 
 mod docs;
 mod error;

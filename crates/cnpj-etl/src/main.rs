@@ -211,7 +211,7 @@ struct RunExportArgs {
     export_partition_by: Option<String>,
 }
 
-/// The search filters of contract §5, with the API's names and validation.
+/// The search filters of `GET /api/v1/companies/search`, with the API's names and validation.
 #[derive(Debug, clap::Args)]
 struct FilterArgs {
     /// 14 characters: that establishment; 8: every establishment of the company.
