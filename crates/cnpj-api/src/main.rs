@@ -1,5 +1,6 @@
-//! `cnpj-api`: serves a registry dataset over HTTP (spec + contract §3-§7), and the operator's
-//! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
+//! `cnpj-api`: serves a registry dataset read-only over HTTP (search, detail, batch, changes,
+//! reference data, cities), and the operator's account commands. Exit codes: 0 success; 1 failure;
+//! 2 invalid arguments.
 
 mod docs;
 mod error;
@@ -8,7 +9,7 @@ mod params;
 mod serve;
 mod server;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -137,7 +138,9 @@ enum AccountsCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colours only on a terminal: a log file or a pipe gets plain text.
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away (`accounts show ana | head -1`): it had what it wanted.

@@ -6,7 +6,7 @@
 
 mod progress;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -216,7 +216,7 @@ struct RunExportArgs {
     export_partition_by: Option<String>,
 }
 
-/// The search filters of contract §5, with the API's names and validation.
+/// The search filters of `GET /api/v1/companies/search`, with the API's names and validation.
 #[derive(Debug, clap::Args)]
 struct FilterArgs {
     /// 14 characters: that establishment; 8: every establishment of the company.
@@ -520,7 +520,9 @@ fn main() -> ExitCode {
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colours only on a terminal: a log file or a pipe gets plain text.
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
     match run(cli) {
         Ok(code) => code,
         // The reader of stdout went away (`| head -1`): it had what it wanted.

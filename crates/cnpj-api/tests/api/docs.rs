@@ -1,5 +1,6 @@
 //! The API reference page (`GET /docs`) in a real browser: headless Chromium driven through
-//! chromedriver (Debian's `chromium` and `chromium-driver`; `.ci/run` installs them) by WebDriver.
+//! chromedriver (Debian's `chromium` and `chromium-driver`; `scripts/setup-test-deps` installs
+//! them) by WebDriver.
 //! Every operation of the served OpenAPI document is listed on the page, and a request made with
 //! the page's own "Authorize" and "Try it out" reaches the server (and is charged); the page and
 //! its assets are served without a token, without charge, from this origin only.
@@ -27,7 +28,7 @@ impl Driver {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromedriver runs (Debian: apt-get install chromium-driver; .ci/run installs it)");
+            .expect("chromedriver runs (Debian: apt-get install chromium-driver; scripts/setup-test-deps installs it)");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let port = lines
             .by_ref()

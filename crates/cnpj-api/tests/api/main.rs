@@ -914,6 +914,34 @@ fn closed_pipe_on_stdout_exits_quietly() {
     assert!(out.status.success() && stderr.is_empty(), "{:?}: {stderr}", out.status);
 }
 
+/// Issue 29: the log is plain text when stderr is not a terminal (a file, a pipe, journald): no
+/// ANSI colour codes.
+#[test]
+fn logs_without_colours_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    build_dataset(&root().join("data/sample-dump"), &db);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        .args(AccountsAt::File(dir.path().join("accounts.sqlite")).args())
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(&db)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving") {
+        line.clear();
+        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "the server ended before it logged `serving`");
+        assert!(!line.contains('\x1b'), "colour codes in the log: {line:?}");
+    }
+    assert!(line.contains(" INFO "), "{line:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Postgres
 

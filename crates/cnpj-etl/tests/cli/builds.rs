@@ -221,6 +221,19 @@ fn show_into_a_closed_pipe_exits_quietly() {
     assert!(out.status.success() && stderr.is_empty(), "{:?}: {stderr}", out.status);
 }
 
+/// Issue 29: the log is plain text when stderr is not a terminal (a file, a pipe, journald): no
+/// ANSI colour codes.
+#[test]
+fn logs_without_colours_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    let out = etl(&["build", "-v", "--input", sample_dump().to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.lines().any(|l| l.contains(" INFO ")), "{stderr}");
+    assert!(!stderr.contains('\x1b'), "colour codes in the log: {stderr:?}");
+}
+
 fn failed_build(input: &Path, db: &Path) -> String {
     let out = etl(&["build", "--quiet", "--input", input.to_str().unwrap(), "--db", db.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "the build must fail");

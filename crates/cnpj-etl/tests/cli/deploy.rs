@@ -2,7 +2,7 @@
 //! built here, the API's sandbox (its directives, and `systemd-analyze security`'s exposure), the
 //! run service's exit codes and reload, the timer's calendar (monthly), and the example
 //! environment files against the variables the units use. `systemd-analyze` comes with Debian's
-//! `systemd` package (`.ci/run` installs it).
+//! `systemd` package (`scripts/setup-test-deps` installs it).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ fn systemd_analyze(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("systemd-analyze runs (Debian: apt-get install systemd; .ci/run installs it)")
+        .expect("systemd-analyze runs (Debian: apt-get install systemd; scripts/setup-test-deps installs it)")
 }
 
 /// Every `key=value` of a unit, in order (a key may come more than once), comments left out.

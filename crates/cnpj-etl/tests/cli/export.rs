@@ -1,10 +1,10 @@
 //! `cnpj-etl export`: the sample dump's dataset written as Parquet (whole and partitioned by
 //! state) and CSV, filtered or not, read back by an independent reader (pyarrow for Parquet,
 //! Python's `csv` module for CSV, in the interpreter `CNPJ_TEST_PYTHON` names: `scripts/test`
-//! sets it to the virtualenv `.ci/run` fills) and compared with the DuckDB tables (counts), the
-//! documented types (DATE, DECIMAL, LIST) and `cnpj-etl show` (every establishment's record).
-//! Hostile cases: an --out that is not empty or cannot be made, an unknown locale, a missing
-//! dataset, one without the views; none leaves anything behind.
+//! sets it to the virtualenv `scripts/setup-test-deps` fills) and compared with the DuckDB tables
+//! (counts), the documented types (DATE, DECIMAL, LIST) and `cnpj-etl show` (every
+//! establishment's record). Hostile cases: an --out that is not empty or cannot be made, an
+//! unknown locale, a missing dataset, one without the views; none leaves anything behind.
 
 use std::path::Path;
 use std::process::Command;
@@ -65,11 +65,25 @@ for table in sorted(os.listdir(root)):
 print(json.dumps(out))
 "#;
 
-fn python() -> String {
-    std::env::var("CNPJ_TEST_PYTHON").expect(
-        "CNPJ_TEST_PYTHON is not set: run the suite with scripts/test (a Python with pyarrow; .ci/run installs it \
-         into $HOME/.cache/cnpj-registry/venv)",
-    )
+/// The Python that reads exports back (`CNPJ_TEST_PYTHON`), checked once: it runs and imports
+/// pyarrow, or the test fails saying which is missing and how to install it.
+fn python() -> &'static str {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        const INSTALL: &str = "scripts/test installs one (scripts/setup-test-deps: a virtualenv in \
+                               $HOME/.cache/cnpj-registry/venv); or point CNPJ_TEST_PYTHON at a Python with pyarrow";
+        let python = std::env::var("CNPJ_TEST_PYTHON").unwrap_or_else(|_| {
+            panic!("CNPJ_TEST_PYTHON is not set: the export tests need a Python with pyarrow. {INSTALL}")
+        });
+        let check = Command::new(&python).args(["-c", "import pyarrow"]).output();
+        let check = check.unwrap_or_else(|e| panic!("CNPJ_TEST_PYTHON={python} cannot be run ({e}). {INSTALL}"));
+        assert!(
+            check.status.success(),
+            "CNPJ_TEST_PYTHON={python} has no pyarrow ({}): `{python} -m pip install pyarrow`, or: {INSTALL}",
+            String::from_utf8_lossy(&check.stderr).trim().lines().last().unwrap_or_default()
+        );
+        python
+    })
 }
 
 /// The export at `dir` as the independent reader sees it.

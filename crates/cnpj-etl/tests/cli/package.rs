@@ -21,9 +21,9 @@ fn search_path(bin: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The folder of this very build's binaries (packaged as they are: no second compile). cnpj-api
-/// is built beside cnpj-etl by `cargo test --workspace` (scripts/test), which builds the binaries
-/// of every package with integration tests.
+/// The folder of this very build's binaries. cnpj-api is built beside cnpj-etl by
+/// `cargo test --workspace` (scripts/test), which builds the binaries of every package with
+/// integration tests.
 fn bin_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_cnpj-etl")).parent().unwrap().to_owned();
     assert!(
@@ -78,16 +78,34 @@ fn same_bytes(a: &Path, b: &Path) -> bool {
     std::fs::read(a).unwrap() == std::fs::read(b).unwrap()
 }
 
+/// The target directory of this very build (cargo's `CARGO_TARGET_DIR`, or the checkout's
+/// `target/`): the folder above the profile's, which holds the binaries.
+fn target_dir() -> PathBuf {
+    bin_dir().parent().unwrap().to_owned()
+}
+
 #[test]
 fn release_tarball_runs_unpacked_and_moved_elsewhere() {
     let tmp = tempfile::tempdir().unwrap();
-    let bin_dir = bin_dir();
     let dist = tmp.path().join("dist");
-    let out = Command::new(root().join("scripts/package"))
-        .args(["--bin-dir", bin_dir.to_str().unwrap(), "--out", dist.to_str().unwrap()])
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .expect("scripts/package runs");
+    // In the dev profile, into this build's target directory: the dependencies this test binary was
+    // built with are reused, only the two binaries are compiled again (scripts/package's header).
+    let mut package = Command::new(root().join("scripts/package"));
+    package.args(["--profile", "dev", "--out", dist.to_str().unwrap()]);
+    package.env("CARGO_TARGET_DIR", target_dir()).env_remove("LD_LIBRARY_PATH");
+    // Without what cargo sets for this test (its package's manifest folder, name, version…): build
+    // scripts that watch such a variable (ring's) would see it change and be built again, here and
+    // in the next ordinary build, with everything that depends on them.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix));
+        if set_by_cargo || name == "OUT_DIR" {
+            package.env_remove(name.as_ref());
+        }
+    }
+    let out = package.output().expect("scripts/package runs");
     assert!(out.status.success(), "scripts/package: {}", String::from_utf8_lossy(&out.stderr));
     let name = format!("cnpj-registry-{}-{}-linux", env!("CARGO_PKG_VERSION"), std::env::consts::ARCH);
     let tarball = dist.join(format!("{name}.tar.gz"));

@@ -1,6 +1,7 @@
 //! The build report's HTML page in a real browser: the sample dump built with `--report`, the page
-//! opened in headless Chromium (Debian's `chromium`; `.ci/run` installs it), and every chart
-//! measured as drawn by the page's own script; and a page that cannot be written fails the build.
+//! opened in headless Chromium (Debian's `chromium`; `scripts/setup-test-deps` installs it), and
+//! every chart measured as drawn by the page's own script; and a page that cannot be written fails
+//! the build.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -31,7 +32,7 @@ fn chromium_dom(page: &Path) -> String {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("chromium runs (Debian: apt-get install chromium; .ci/run installs it)");
+        .expect("chromium runs (Debian: apt-get install chromium; scripts/setup-test-deps installs it)");
     let started = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > Duration::from_secs(120) {
