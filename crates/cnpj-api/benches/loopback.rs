@@ -287,7 +287,9 @@ impl Picks {
 
 /// `text` percent-encoded for a query string (letters and digits as they are).
 fn encode(text: &str) -> String {
-    text.bytes().map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02X}") }).collect()
+    text.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02X}") })
+        .collect()
 }
 
 /// A piece of `text` as people type it: 1 to 4 of its words, the first cut at a random point of
@@ -463,7 +465,10 @@ fn text_suite_run(
     seconds: f64,
 ) {
     println!("\ntext suite: {} terms, each alone for {seconds} s (median and p99 in ms)", suite.len());
-    println!("{:<48} {:>10} {:>10} {:>10} {:>11} {:>11}", "query", "total", "index p50", "index p99", "base p50", "base p99");
+    println!(
+        "{:<48} {:>10} {:>10} {:>10} {:>11} {:>11}",
+        "query", "total", "index p50", "index p99", "base p50", "base p99"
+    );
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for (name, query) in suite {
         let path = format!("/api/v1/companies/search?{query}");

@@ -15,6 +15,4 @@ pub use cnpj_parse::DEFAULT_MAX_RECORD_BYTES;
 pub use guard::Thresholds;
 pub use page::page_path;
 pub use pipeline::{BuildError, BuildOptions, NoObserver, Observer, build};
-pub use report::{
-    Anomaly, BuildReport, CapitalNotLoaded, Count, FileReport, MonthOverMonth, TableThenNow, month_arg,
-};
+pub use report::{Anomaly, BuildReport, CapitalNotLoaded, Count, FileReport, MonthOverMonth, TableThenNow, month_arg};

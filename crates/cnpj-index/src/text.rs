@@ -201,7 +201,10 @@ mod tests {
 
     #[test]
     fn a_text_has_its_pairs_and_its_ends_as_keys() {
-        assert_eq!(keys_of("maria ribeiro da silva"), (vec!["maria ribeiro".into(), "ribeiro da".into(), "da silva".into()], false));
+        assert_eq!(
+            keys_of("maria ribeiro da silva"),
+            (vec!["maria ribeiro".into(), "ribeiro da".into(), "da silva".into()], false)
+        );
         assert_eq!(keys_of("(sao) joao"), (vec!["(sao".into(), "sao) joao".into()], false));
         assert_eq!(keys_of("***.456.789-**"), (vec!["***.456".into(), "456.789".into(), "789-**".into()], false));
         assert_eq!(keys_of("silva silva"), (vec!["silva silva".into()], true));

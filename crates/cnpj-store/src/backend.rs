@@ -333,8 +333,9 @@ mod tests {
 
     #[test]
     fn postgres_queries_stop_at_their_deadline() {
-        let base = std::env::var("CNPJ_TEST_POSTGRES")
-            .expect("CNPJ_TEST_POSTGRES is not set: run the suite with scripts/test, which starts a throwaway Postgres");
+        let base = std::env::var("CNPJ_TEST_POSTGRES").expect(
+            "CNPJ_TEST_POSTGRES is not set: run the suite with scripts/test, which starts a throwaway Postgres",
+        );
         let source = Source::Postgres { url: format!("{base}/postgres"), schema: "public".into() };
         let backend = Backend::open(&source, 256 << 20).unwrap();
         check(&backend, "SELECT CAST(pg_sleep(600) AS TEXT)", "SELECT '1'");

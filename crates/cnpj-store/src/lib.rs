@@ -212,8 +212,8 @@ impl Store {
             (SearchIndexFile::Beside, Source::Postgres { .. }) | (SearchIndexFile::None, _) => None,
         };
         let open_index = |path: &std::path::Path| SearchIndex::open(path, cache as usize);
-        let search =
-            search_path.and_then(|path| open_serving("search index", &path, &build_id, open_index, SearchIndex::build_id));
+        let search = search_path
+            .and_then(|path| open_serving("search index", &path, &build_id, open_index, SearchIndex::build_id));
         let mut labels = HashMap::new();
         for row in backend.rows("labels", "SELECT locale, tabela, codigo, descricao FROM labels", &[])? {
             if let Ok(locale) = text(&row, 0).parse::<Locale>() {
