@@ -1,6 +1,6 @@
-//! The analysts' views (`sql/duckdb/views.sql`): the five example queries of README.md's "SQL for
-//! analysts" section, read from the README itself (so that the two cannot drift), run on the
-//! sample dump's dataset, each answer checked against the same question asked of the tables.
+//! The analysts' views (`sql/duckdb/views.sql`): the five example queries of `docs/sql.md` ("SQL for
+//! analysts"), read from that page itself (so that the two cannot drift), run on the sample dump's
+//! dataset, each answer checked against the same question asked of the tables.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -9,13 +9,13 @@ use duckdb::types::Value;
 
 use super::{build, query, root, sample_dump};
 
-/// The ```sql blocks of README.md's "SQL for analysts" section, in order.
-fn readme_queries() -> Vec<String> {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let start = readme.find("### SQL for analysts").expect("README.md has a \"SQL for analysts\" section");
-    let section = &readme[start..];
-    // Up to the next heading of this level or above.
-    let end = ["\n## ", "\n### "].iter().filter_map(|h| section[4..].find(h)).min().map_or(section.len(), |i| i + 4);
+/// The ```sql blocks of `docs/sql.md`'s "SQL for analysts" section, in order.
+fn sql_page_queries() -> Vec<String> {
+    let page = std::fs::read_to_string(root().join("docs/sql.md")).unwrap();
+    let start = page.find("# SQL for analysts").expect("docs/sql.md has a \"SQL for analysts\" section");
+    let section = &page[start..];
+    // Up to the next heading of this level (the page's title level).
+    let end = section[2..].find("\n# ").map_or(section.len(), |i| i + 2);
     section[..end].split("```sql\n").skip(1).map(|block| block.split("```").next().unwrap().to_owned()).collect()
 }
 
@@ -33,11 +33,11 @@ fn cell(value: Value) -> String {
     }
 }
 
-/// Every row of a README query, read-only, each value as text.
+/// Every row of a docs/sql.md query, read-only, each value as text.
 fn run(db: &Path, sql: &str) -> Vec<Vec<String>> {
     let config = duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly).unwrap();
     let conn = duckdb::Connection::open_with_flags(db, config).unwrap();
-    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("README query fails to prepare: {e}\n{sql}"));
+    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("docs/sql.md query fails to prepare: {e}\n{sql}"));
     let mut rows = stmt.query([]).unwrap();
     let mut out = Vec::new();
     while let Some(row) = rows.next().unwrap() {
@@ -62,14 +62,14 @@ fn number(rows: &[Vec<String>]) -> i64 {
 }
 
 #[test]
-fn readme_queries_answer_as_the_tables_do() {
+fn sql_page_queries_answer_as_the_tables_do() {
     let built = build(&sample_dump());
     let db = &built.db;
-    let queries = readme_queries();
-    assert_eq!(queries.len(), 5, "README.md's SQL for analysts section has five example queries");
+    let queries = sql_page_queries();
+    assert_eq!(queries.len(), 5, "docs/sql.md's SQL for analysts section has five example queries");
     let answers: Vec<Vec<Vec<String>>> = queries.iter().map(|q| run(db, q)).collect();
     for (q, rows) in queries.iter().zip(&answers) {
-        assert!(rows.len() >= 2, "a README query answers too little to show anything: {rows:?}\n{q}");
+        assert!(rows.len() >= 2, "a docs/sql.md query answers too little to show anything: {rows:?}\n{q}");
     }
 
     // 1. Establishments and active ones per state: every establishment counted once.

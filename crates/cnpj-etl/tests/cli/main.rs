@@ -2,7 +2,7 @@
 //! gotcha), of the real RFB extract in `../shared` (when present) and of altered or mutated months,
 //! into real DuckDB files, checked through `show`, the build report and the dataset's own tables.
 //!
-//! - `analysts`: the views of `sql/duckdb/views.sql`, and README.md's example queries run on them.
+//! - `analysts`: the views of `sql/duckdb/views.sql`, and docs/sql.md's example queries run on them.
 //! - `export`: `cnpj-etl export` read back by pyarrow and Python's csv module (`CNPJ_TEST_PYTHON`),
 //!   against the tables and `show`; hostile outputs and datasets.
 //! - `builds`: the sample dump, the real extract and synthetic months, `show`, `run`, Postgres,
