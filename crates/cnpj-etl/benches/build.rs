@@ -362,44 +362,37 @@ fn main() {
             change_lines.push(month_over_month(scale, &dir, &db, &root, keep));
         }
     }
-    if !baseline_lines.is_empty() {
-        println!("\nThe same zips built by the baseline (`CNPJ_BENCH_BASELINE_ETL`) right after ours\n");
-        println!(
-            "| scale | baseline s | ours s | wall | baseline CPU s | ours CPU s | CPU | peak RSS MB (baseline, ours) | dataset MB (baseline, ours) | search index MB (baseline, ours) | index |"
-        );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
-        for line in baseline_lines {
-            println!("{line}");
-        }
+    table(
+        "The same zips built by the baseline (`CNPJ_BENCH_BASELINE_ETL`) right after ours",
+        "| scale | baseline s | ours s | wall | baseline CPU s | ours CPU s | CPU | peak RSS MB (baseline, ours) | dataset MB (baseline, ours) | search index MB (baseline, ours) | index |",
+        &baseline_lines,
+    );
+    table(
+        "Month over month: the next month (evolved) built alone, then with `--previous` (the first month)",
+        "| scale | changes | next month alone s | with --previous s | comparison s | comparison / build | comparison CPU s | of which `changes` stage s | peak RSS MB (alone, with) | one month of history MB | 24 months MB |",
+        &change_lines,
+    );
+    table(
+        "The same month under a memory limit (`--memory-limit`): peak RSS against the limit",
+        "| scale | limit | wall s | peak RSS MB | RSS − limit MB |",
+        &limit_lines,
+    );
+    table(
+        "Postgres load of the same dataset (`cnpj-etl publish`: binary COPY, indexes, ANALYZE, swap)",
+        "| scale | rows loaded | DuckDB build s | DuckDB MB | Postgres load s | load CPU s (client) | load peak RSS MB | rows/s | Postgres MB | build + load s |",
+        &pg_lines,
+    );
+}
+
+/// Prints a Markdown table after its title, unless it has no line.
+fn table(title: &str, header: &str, lines: &[String]) {
+    if lines.is_empty() {
+        return;
     }
-    if !change_lines.is_empty() {
-        println!(
-            "\nMonth over month: the next month (evolved) built alone, then with `--previous` (the first month)\n"
-        );
-        println!(
-            "| scale | changes | next month alone s | with --previous s | comparison s | comparison / build | comparison CPU s | of which `changes` stage s | peak RSS MB (alone, with) | one month of history MB | 24 months MB |"
-        );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
-        for line in change_lines {
-            println!("{line}");
-        }
-    }
-    if !limit_lines.is_empty() {
-        println!("\nThe same month under a memory limit (`--memory-limit`): peak RSS against the limit\n");
-        println!("| scale | limit | wall s | peak RSS MB | RSS − limit MB |");
-        println!("|---|---|---|---|---|");
-        for line in limit_lines {
-            println!("{line}");
-        }
-    }
-    if !pg_lines.is_empty() {
-        println!("\nPostgres load of the same dataset (`cnpj-etl publish`: binary COPY, indexes, ANALYZE, swap)\n");
-        println!(
-            "| scale | rows loaded | DuckDB build s | DuckDB MB | Postgres load s | load CPU s (client) | load peak RSS MB | rows/s | Postgres MB | build + load s |"
-        );
-        println!("|---|---|---|---|---|---|---|---|---|---|");
-        for line in pg_lines {
-            println!("{line}");
-        }
+    println!("\n{title}\n");
+    println!("{header}");
+    println!("|{}", "---|".repeat(header.matches('|').count() - 1));
+    for line in lines {
+        println!("{line}");
     }
 }
