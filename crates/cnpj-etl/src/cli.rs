@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use cnpj_build::BuildOptions;
+use cnpj_model::filter::{self, Code, FilterError};
 use cnpj_model::{CnpjQuery, Locale};
 use cnpj_store::Source;
 
@@ -249,40 +250,40 @@ pub struct FilterArgs {
     #[arg(long, value_parser = CnpjQuery::parse)]
     pub cnpj: Option<CnpjQuery>,
     /// Main CNAE (7 digits, masks allowed: 4751-2/01).
-    #[arg(long, value_parser = |t: &str| code(t, 6, 7))]
+    #[arg(long, value_parser = |t: &str| Code::BUSINESS_SECTOR.parse(t))]
     pub business_sector: Option<String>,
     /// RFB municipality code (4 digits).
-    #[arg(long, value_parser = |t: &str| code(t, 1, 4))]
+    #[arg(long, value_parser = |t: &str| Code::CITY_ID.parse(t))]
     pub city_id: Option<String>,
     /// City name (case- and accent-insensitive equality); --city-id wins.
-    #[arg(long, value_parser = non_blank)]
+    #[arg(long, value_parser = text)]
     pub city: Option<String>,
     /// Two-letter state (UF).
-    #[arg(long, value_parser = state)]
+    #[arg(long, value_parser = filter::state)]
     pub state: Option<String>,
     /// Company size code (00, 01, 03, 05).
-    #[arg(long, value_parser = |t: &str| code(t, 1, 2))]
+    #[arg(long, value_parser = |t: &str| Code::COMPANY_SIZE.parse(t))]
     pub company_size: Option<String>,
     /// Opening date from (YYYY-MM-DD, inclusive).
-    #[arg(long, value_parser = date)]
+    #[arg(long, value_parser = filter::date)]
     pub opening_date_from: Option<String>,
     /// Opening date to (YYYY-MM-DD, inclusive).
-    #[arg(long, value_parser = date)]
+    #[arg(long, value_parser = filter::date)]
     pub opening_date_to: Option<String>,
     /// Substring of nome fantasia or razão social (case- and accent-insensitive).
-    #[arg(long, value_parser = non_blank)]
+    #[arg(long, value_parser = text)]
     pub trading_name: Option<String>,
     /// Substring of the neighbourhood (case- and accent-insensitive).
-    #[arg(long, value_parser = non_blank)]
+    #[arg(long, value_parser = text)]
     pub neighborhood: Option<String>,
     /// CEP prefix (1 to 8 digits).
-    #[arg(long, value_parser = zip_code)]
+    #[arg(long, value_parser = filter::zip_prefix)]
     pub zip_code: Option<String>,
     /// Legal nature code (4 digits).
-    #[arg(long, value_parser = |t: &str| code(t, 3, 4))]
+    #[arg(long, value_parser = |t: &str| Code::NATURE_CODE.parse(t))]
     pub nature_code: Option<String>,
     /// Registration status code (2 digits).
-    #[arg(long, value_parser = |t: &str| code(t, 1, 2))]
+    #[arg(long, value_parser = |t: &str| Code::SITUACAO_CADASTRAL.parse(t))]
     pub situacao_cadastral: Option<String>,
 }
 
@@ -306,35 +307,9 @@ impl FilterArgs {
     }
 }
 
-/// A numeric code of `min..=width` digits, mask characters `.`, `-`, `/` allowed, left-padded to
-/// `width` (as the API takes it).
-fn code(text: &str, min: usize, width: usize) -> Result<String, String> {
-    let digits: String = text.chars().filter(|c| !matches!(c, '.' | '-' | '/')).collect();
-    if !(min..=width).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("a code of {min} to {width} digits expected"));
-    }
-    Ok(format!("{digits:0>width$}"))
-}
-
-fn date(text: &str) -> Result<String, String> {
-    let b = text.as_bytes();
-    let valid = b.len() == 10 && b[4] == b'-' && b[7] == b'-' && cnpj_normalize::date(&text.replace('-', "")).is_some();
-    valid.then(|| text.to_owned()).ok_or_else(|| "a date YYYY-MM-DD from 1800 to 2100 expected".to_owned())
-}
-
-fn state(text: &str) -> Result<String, String> {
-    let valid = text.len() == 2 && text.bytes().all(|b| b.is_ascii_alphabetic());
-    valid.then(|| text.to_ascii_uppercase()).ok_or_else(|| "a two-letter state expected".to_owned())
-}
-
-fn zip_code(text: &str) -> Result<String, String> {
-    let digits: String = text.chars().filter(|c| !matches!(c, '.' | '-' | ' ')).collect();
-    let valid = !digits.is_empty() && digits.len() <= 8 && digits.bytes().all(|b| b.is_ascii_digit());
-    valid.then_some(digits).ok_or_else(|| "1 to 8 digits expected".to_owned())
-}
-
-fn non_blank(text: &str) -> Result<String, String> {
-    (!text.trim().is_empty()).then(|| text.to_owned()).ok_or_else(|| "an empty filter".to_owned())
+/// A text filter, trimmed as the API trims it ([`filter::text`]).
+fn text(text: &str) -> Result<String, FilterError> {
+    filter::text(text).map(str::to_owned)
 }
 
 /// How strictly the build takes its input (see `cnpj_build::checks`).
@@ -536,24 +511,48 @@ mod tests {
         );
     }
 
-    fn check_filter(parsed: Result<String, String>, expected: Option<&str>) {
-        assert_eq!(parsed.ok().as_deref(), expected);
+    fn check_filters(args: &[&str], expected: Result<cnpj_store::SearchFilters, &str>) {
+        let argv = ["cnpj-etl", "export", "--db", "d", "--out", "o", "--format", "csv"].iter().chain(args);
+        let got = Cli::try_parse_from(argv).map_err(|e| e.to_string()).map(|cli| match cli.command {
+            Command::Export(export) => export.filters.filters(),
+            _ => panic!("an export"),
+        });
+        match expected {
+            Ok(filters) => assert_eq!(got, Ok(filters), "{args:?}"),
+            Err(message) => assert!(got.as_ref().is_err_and(|e| e.contains(message)), "{args:?}: {got:?}"),
+        }
     }
 
     #[test]
-    fn filters_are_validated_as_the_api_validates_them() {
-        check_filter(code("4751-2/01", 6, 7), Some("4751201"));
-        check_filter(code("2", 1, 2), Some("02"));
-        check_filter(code("12345678", 6, 7), None);
-        check_filter(code("ab", 1, 2), None);
-        check_filter(date("2020-02-29"), Some("2020-02-29"));
-        check_filter(date("2021-02-29"), None);
-        check_filter(date("20200101"), None);
-        check_filter(date("1700-01-01"), None);
-        check_filter(state("sp"), Some("SP"));
-        check_filter(state("S1"), None);
-        check_filter(zip_code("01310-100"), Some("01310100"));
-        check_filter(zip_code("013101001"), None);
-        check_filter(non_blank("  "), None);
+    fn filters_are_validated_by_the_api_rules() {
+        check_filters(
+            &[
+                "--state",
+                "sp",
+                "--business-sector",
+                "4751-2/01",
+                "--city-id",
+                "107",
+                "--zip-code",
+                "01310-100",
+                "--trading-name",
+                " pio xii ",
+                "--opening-date-from",
+                "2020-02-29",
+            ],
+            Ok(cnpj_store::SearchFilters {
+                state: Some("SP".into()),
+                business_sector: Some("4751201".into()),
+                city_id: Some("0107".into()),
+                zip_prefix: Some("01310100".into()),
+                trading_name: Some("pio xii".into()),
+                opening_from: Some("2020-02-29".into()),
+                ..Default::default()
+            }),
+        );
+        check_filters(&["--state", "S1"], Err("invalid value 'S1' for '--state <STATE>': must be a two-letter code"));
+        check_filters(&["--neighborhood", " "], Err("must not be blank"));
+        check_filters(&["--opening-date-to", "2021-02-29"], Err("must be a date YYYY-MM-DD from 1800 to 2100"));
+        check_filters(&["--company-size", "123"], Err("must be a code of 1 to 2 digits"));
     }
 }
