@@ -1,4 +1,5 @@
-//! Query parameter validation (contract §5, §9): every invalid value is a 400 naming the parameter.
+//! Query parameter validation: every invalid value is a 400 naming the parameter (the search
+//! filters' values by the rules of `cnpj_model::filter`, which `cnpj-etl export` shares).
 //!
 //! One rule for every parameter: absent means "not given"; a value that is empty (or, for the
 //! text filters, only white space) is a value of the wrong length, a 400 like any other. Values
@@ -141,7 +142,7 @@ fn state(params: &Params) -> Result<Option<String>, ApiError> {
     checked(params, "state", filter::state)
 }
 
-/// The `cnpj` filter: 14 characters with valid check digits, or 8 (contract §1).
+/// The `cnpj` filter: 14 characters with valid check digits, or 8.
 fn cnpj(params: &Params) -> Result<Option<CnpjQuery>, ApiError> {
     match params.get("cnpj")? {
         None => Ok(None),
@@ -225,7 +226,7 @@ fn month(params: &Params, name: &str) -> Result<Option<String>, ApiError> {
     }
 }
 
-/// The `event` filter: one name of contract §9 or several, comma-separated (each as sent: no
+/// The `event` filter: one event name or several, comma-separated (each as sent: no
 /// trimming, no case folding); in the order of [`EVENTS`], each once.
 fn events(params: &Params) -> Result<Vec<String>, ApiError> {
     let Some(raw) = params.get("event")? else { return Ok(Vec::new()) };

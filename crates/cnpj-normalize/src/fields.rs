@@ -1,4 +1,4 @@
-//! Field rules of contract §2 and §4: codes, dates, capital, CEP, phones, e-mail, addresses,
+//! The served fields' rules: codes, dates, capital, CEP, phones, e-mail, addresses,
 //! partner documents. Each takes cleaned text (see [`crate::clean`]) unless it says otherwise.
 
 /// Left-pads a numeric code with `0` to `width` (`"2"` → `"02"`), in place. Empty stays empty;
