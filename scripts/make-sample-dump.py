@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Writes data/sample-dump/: a small month of RFB zips in the real format (Latin-1, `;`, every
-field quoted, no header) whose rows show every gotcha of FORMAT.md §7 that can occur in a file.
+field quoted, no header) whose rows show every known gotcha of the real dumps that can occur in a file.
 Lookup tables are the real ones (from ../shared when present, else the copies already in
 data/sample-dump/). Deterministic: re-running yields byte-identical zips.
 
 Then data/sample-dump-next/: the month after (2026-10, stamps D61013), the same rows with one
-planted change of every event kind of contract §9 (a build of it with --previous records them).
+planted change of every event kind (a build of it with --previous records them).
 
 Each planted quirk is listed in data/sample-dump/QUIRKS.md, each planted change in
 data/sample-dump-next/QUIRKS.md; tests assert their outcome."""

@@ -1,4 +1,5 @@
--- Rows loaded and duplicates per source file, for the reconciliation of contract §8.
+-- Rows loaded and duplicates per source file, for the reconciliation (per file, rows read =
+-- loaded + duplicates + rejected).
 SELECT source_file, sum(loaded)::BIGINT AS loaded, sum(duplicates)::BIGINT AS duplicates,
        sum(differing)::BIGINT AS differing
 FROM (

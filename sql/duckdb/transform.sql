@@ -1,5 +1,5 @@
 -- Finishes a registry dataset once the loader has merged the main tables (one row per key, the
--- first in reading order, contract §1; later occurrences in `duplicates`; see
+-- first in reading order; later occurrences in `duplicates`; see
 -- crates/cnpj-load/src/runs.rs): the small inputs appended to staging tables become their
 -- served tables, sorted.
 CREATE TABLE labels AS SELECT * FROM stg_labels ORDER BY tabela, codigo, locale;

@@ -11,7 +11,7 @@
 -- - `establishments_in`, `partners_in` (and the views): those with their company's columns
 --   (a join on `cnpj_basico` with the companies, a hash table of every company when the whole
 --   table is read).
--- Every row is kept: a code without a label (contract §2: unknown codes) or an establishment or
+-- Every row is kept: a code without a label (an unknown code keeps its code) or an establishment or
 -- partner without its company has NULL there. Secondary CNAEs are labelled in list order
 -- through a map of the locale's CNAE labels (one row, cross-joined); the other labels are
 -- equality joins on the small `labels` table.

@@ -1,5 +1,5 @@
 -- Constraints and indexes of a Postgres registry dataset, created after the COPY (one pass over
--- each table instead of one insert per row), then ANALYZE. Each contract §5 filter has an index:
+-- each table instead of one insert per row), then ANALYZE. Each search filter has an index:
 -- equality filters are paired with cnpj so that a page in CNPJ order can be read off the index;
 -- the folded text filters use trigram GIN indexes (pg_trgm), which serve `LIKE '%term%'`.
 -- The plans, as EXPLAIN prints them, are in docs/postgres-plans.md.
@@ -16,7 +16,7 @@ CREATE INDEX estabelecimentos_basico ON estabelecimentos (cnpj_basico, cnpj_orde
 CREATE INDEX socios_basico ON socios (cnpj_basico);
 CREATE INDEX regimes_tributarios_basico ON regimes_tributarios (cnpj_basico, ano DESC, seq);
 
--- Search filters (contract §5).
+-- Search filters.
 CREATE INDEX estabelecimentos_cnae ON estabelecimentos (cnae_fiscal, cnpj);
 CREATE INDEX estabelecimentos_uf ON estabelecimentos (uf, cnpj);
 CREATE INDEX estabelecimentos_municipio ON estabelecimentos (municipio, cnpj);
@@ -30,7 +30,7 @@ CREATE INDEX empresas_razao_social_trgm ON empresas USING gin (razao_social_fold
 CREATE INDEX empresas_porte ON empresas (porte_empresa);
 CREATE INDEX empresas_natureza ON empresas (natureza_juridica);
 
--- Changes (contract §9). Pages come in the served order off (month, cnpj, cnpj_basico), the rest
+-- Changes. Pages come in the served order off (month, cnpj, cnpj_basico), the rest
 -- of the order (event, field, old, new) by an incremental sort of equal keys. A CNPJ filter and a company's
 -- history use cnpj_basico, and each other filter has the month beside it, so that a month or
 -- `since` bounds it. (No semicolon in these comments: the file is split on them.)

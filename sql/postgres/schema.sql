@@ -92,7 +92,7 @@ CREATE UNLOGGED TABLE regimes_tributarios (
     seq bigint NOT NULL
 ) WITH (autovacuum_enabled = false);
 
--- Month over month (contract §9): one row per change event; old/new are JSON text.
+-- Month over month: one row per change event; old/new are JSON text.
 CREATE UNLOGGED TABLE changes (
     month text COLLATE "C" NOT NULL,
     cnpj text COLLATE "C",

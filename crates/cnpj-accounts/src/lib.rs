@@ -1,4 +1,4 @@
-//! The API's accounts store (contract §7): users, API tokens kept only as SHA-256 hashes (listed
+//! The API's accounts store: users, API tokens kept only as SHA-256 hashes (listed
 //! by prefix, revocable, with an optional expiry), credit balances with a debit ledger, and, when
 //! shared by several API replicas, the rate-limit counters. A SQLite file by default (separate from
 //! the monthly dataset), or a Postgres schema that every replica uses. Charging is atomic on both

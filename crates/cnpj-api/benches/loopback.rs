@@ -1,7 +1,7 @@
 //! Loopback load benchmark of `cnpj-api` (not a test): starts the real server over a dataset
 //! (the sample dump, or `CNPJ_BENCH_DB`), then drives keep-alive connections for a fixed time per
 //! scenario and prints requests/s and p50/p99 latency for detail, search and batch-of-100; then the
-//! search suite: every filter of contract §5 alone with a broad and a narrow value (picked from the
+//! search suite: every search filter alone with a broad and a narrow value (picked from the
 //! dataset), text terms that are common, rare, mid-word and absent, combinations of 2 to 6
 //! filters and deep pages, each query run alone (median, p99 and its total) on the search index
 //! and, as the baseline in the same run, on a second server that searches by SQL
@@ -10,7 +10,7 @@
 //! from the dataset's names (1 to 4 words cut at random points at both ends, from rows and from
 //! distinct values, so common and rare), alone and with one or two other filters, each run alone
 //! on the index and on the baseline, whose totals must agree; the suite's median and p99 over
-//! every request, and the index server's anonymous memory (RssAnon) after it. Last, the changes suite (contract §9), when the dataset recorded changes
+//! every request, and the index server's anonymous memory (RssAnon) after it. Last, the changes suite, when the dataset recorded changes
 //! (a build with `--previous`): `GET /api/v1/changes` with each filter alone and combined (values
 //! picked from the dataset's history), deep pages, and a company's history by 14 and 8
 //! characters, each query alone.

@@ -1,4 +1,4 @@
-//! The JSON error envelope of contract §6: every error is `{"success": false, "message": …}`,
+//! The JSON error envelope: every error is `{"success": false, "message": …}`,
 //! with `errors: {param: [msg]}` on 400.
 
 use axum::Json;

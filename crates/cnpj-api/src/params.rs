@@ -1,4 +1,5 @@
-//! Query parameter validation (contract §5, §9): every invalid value is a 400 naming the parameter.
+//! Query parameter validation: every invalid value is a 400 naming the parameter (the search
+//! filters' values by the rules of `cnpj_model::filter`, which `cnpj-etl export` shares).
 //!
 //! One rule for every parameter: absent means "not given"; a value that is empty (or, for the
 //! text filters, only white space) is a value of the wrong length, a 400 like any other. Values
@@ -10,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use cnpj_model::filter::{self, Code, FilterError};
 use cnpj_model::{CnpjQuery, Locale};
 use cnpj_store::{ChangeFilters, EVENTS, SearchFilters};
 
@@ -64,20 +66,21 @@ impl Params {
         }
     }
 
-    /// A text filter, trimmed; a 400 when it is only white space.
+    /// A text filter, trimmed ([`filter::text`]); a 400 when it is only white space.
     fn text(&self, name: &str) -> Result<Option<&str>, ApiError> {
-        match self.get(name)?.map(|v| v.trim_matches(is_blank)) {
-            Some("") => Err(ApiError::invalid(name, format!("The {name} must not be blank."))),
-            v => Ok(v),
-        }
+        checked(self, name, filter::text)
     }
 }
 
-/// White space as the OpenAPI document's pattern for text filters lists it (Unicode
-/// `White_Space` plus the separators U+001C-U+001F, which Python's and ECMAScript's `\s` disagree
-/// on; spelled out so that every regex engine reads the document alike).
-fn is_blank(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+/// A filter's value by its rule in `cnpj_model::filter`: `None` when absent; a 400 naming the
+/// parameter when it breaks the rule.
+fn checked<'a, T>(
+    params: &'a Params,
+    name: &str,
+    rule: impl FnOnce(&'a str) -> Result<T, FilterError>,
+) -> Result<Option<T>, ApiError> {
+    let Some(raw) = params.get(name)? else { return Ok(None) };
+    rule(raw).map(Some).map_err(|e| ApiError::invalid(name, format!("The {name} {e}.")))
 }
 
 /// Percent-decoding (`+` is a space); `None` when the bytes are not UTF-8. A `%` not followed by
@@ -129,41 +132,17 @@ pub fn pagination(params: &Params) -> Result<(u64, u64), ApiError> {
     Ok((integer(params, "page", 1, 1..=MAX_PAGE)?, integer(params, "per_page", 20, 1..=50)?))
 }
 
-/// A numeric code of `min..=width` digits, mask characters `.`, `-`, `/` allowed anywhere,
-/// left-padded to `width` (leading zeros are often lost by spreadsheets).
-fn code(params: &Params, name: &str, min: usize, width: usize) -> Result<Option<String>, ApiError> {
-    let Some(raw) = params.get(name)? else { return Ok(None) };
-    let digits: String = raw.chars().filter(|c| !matches!(c, '.' | '-' | '/')).collect();
-    if !(min..=width).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ApiError::invalid(name, format!("The {name} must be a code of {min} to {width} digits.")));
-    }
-    Ok(Some(format!("{digits:0>width$}")))
+/// A code filter of the form `code` ([`Code::parse`]).
+fn code(params: &Params, name: &str, code: Code) -> Result<Option<String>, ApiError> {
+    checked(params, name, |raw| code.parse(raw))
 }
 
-fn date(params: &Params, name: &str) -> Result<Option<String>, ApiError> {
-    let Some(raw) = params.get(name)? else { return Ok(None) };
-    let b = raw.as_bytes();
-    let valid = b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && cnpj_normalize::date(&format!("{}{}{}", &raw[0..4], &raw[5..7], &raw[8..10])).is_some();
-    if valid {
-        Ok(Some(raw.to_owned()))
-    } else {
-        Err(ApiError::invalid(name, format!("The {name} must be a date YYYY-MM-DD from 1800 to 2100.")))
-    }
-}
-
-/// A two-letter state code, upper-cased.
+/// The `state` filter: two letters, upper-cased.
 fn state(params: &Params) -> Result<Option<String>, ApiError> {
-    match params.get("state")? {
-        None => Ok(None),
-        Some(s) if s.len() == 2 && s.bytes().all(|b| b.is_ascii_alphabetic()) => Ok(Some(s.to_ascii_uppercase())),
-        Some(_) => Err(ApiError::invalid("state", "The state must be a two-letter code.")),
-    }
+    checked(params, "state", filter::state)
 }
 
-/// The `cnpj` filter: 14 characters with valid check digits, or 8 (contract §1).
+/// The `cnpj` filter: 14 characters with valid check digits, or 8.
 fn cnpj(params: &Params) -> Result<Option<CnpjQuery>, ApiError> {
     match params.get("cnpj")? {
         None => Ok(None),
@@ -208,18 +187,9 @@ pub fn too_broad(params: &Params) -> ApiError {
 
 pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
     let cnpj = cnpj(params)?;
-    let zip_prefix = match params.get("zip_code")? {
-        None => None,
-        Some(raw) => {
-            let digits: String = raw.chars().filter(|c| !matches!(c, '.' | '-' | ' ')).collect();
-            if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(ApiError::invalid("zip_code", "The zip_code must be 1 to 8 digits."));
-            }
-            Some(digits)
-        }
-    };
-    let porte = code(params, "porte_empresa_code", 1, 2)?;
-    let size = code(params, "company_size", 1, 2)?;
+    let zip_prefix = checked(params, "zip_code", filter::zip_prefix)?;
+    let porte = code(params, "porte_empresa_code", Code::COMPANY_SIZE)?;
+    let size = code(params, "company_size", Code::COMPANY_SIZE)?;
     if let (Some(a), Some(b)) = (&porte, &size)
         && a != b
     {
@@ -227,18 +197,18 @@ pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
     }
     Ok(SearchFilters {
         cnpj,
-        business_sector: code(params, "business_sector", 6, 7)?,
-        city_id: code(params, "city_id", 1, 4)?,
+        business_sector: code(params, "business_sector", Code::BUSINESS_SECTOR)?,
+        city_id: code(params, "city_id", Code::CITY_ID)?,
         city: params.text("city")?.map(str::to_owned),
         state: state(params)?,
         porte: porte.or(size),
-        opening_from: date(params, "opening_date_from")?,
-        opening_to: date(params, "opening_date_to")?,
+        opening_from: checked(params, "opening_date_from", filter::date)?,
+        opening_to: checked(params, "opening_date_to", filter::date)?,
         trading_name: params.text("trading_name")?.map(str::to_owned),
         neighborhood: params.text("neighborhood")?.map(str::to_owned),
         zip_prefix,
-        nature_code: code(params, "nature_code", 3, 4)?,
-        situacao: code(params, "situacao_cadastral", 1, 2)?,
+        nature_code: code(params, "nature_code", Code::NATURE_CODE)?,
+        situacao: code(params, "situacao_cadastral", Code::SITUACAO_CADASTRAL)?,
     })
 }
 
@@ -256,7 +226,7 @@ fn month(params: &Params, name: &str) -> Result<Option<String>, ApiError> {
     }
 }
 
-/// The `event` filter: one name of contract §9 or several, comma-separated (each as sent: no
+/// The `event` filter: one event name or several, comma-separated (each as sent: no
 /// trimming, no case folding); in the order of [`EVENTS`], each once.
 fn events(params: &Params) -> Result<Vec<String>, ApiError> {
     let Some(raw) = params.get("event")? else { return Ok(Vec::new()) };
@@ -278,8 +248,8 @@ pub fn change_filters(params: &Params) -> Result<ChangeFilters, ApiError> {
         since: month(params, "since")?,
         events: events(params)?,
         state: state(params)?,
-        city_id: code(params, "city_id", 1, 4)?,
-        business_sector: code(params, "business_sector", 6, 7)?,
+        city_id: code(params, "city_id", Code::CITY_ID)?,
+        business_sector: code(params, "business_sector", Code::BUSINESS_SECTOR)?,
         cnpj: cnpj(params)?,
     })
 }
@@ -449,7 +419,7 @@ mod tests {
                 let ranges = class_ranges(body);
                 for c in (0..=0x10_FFFF).filter_map(char::from_u32) {
                     let listed = ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&c));
-                    assert_eq!(listed, is_blank(c), "{name}: U+{:04X}", u32::from(c));
+                    assert_eq!(listed, filter::is_blank(c), "{name}: U+{:04X}", u32::from(c));
                 }
             }
         }

@@ -219,7 +219,7 @@ enum Rewrite {
     Sent,
 }
 
-/// The JSON envelope (contract §6) for the status of an answer hyper wrote itself, on a head that
+/// The JSON error envelope for the status of an answer hyper wrote itself, on a head that
 /// was never dispatched to the router (no body, no content type): a malformed request (400), a
 /// request target over 64 KiB (414), headers over hyper's limits (431).
 fn envelope_for(activity: &Activity, buf: &[u8]) -> Option<Vec<u8>> {

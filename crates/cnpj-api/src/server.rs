@@ -22,10 +22,10 @@ use crate::error::ApiError;
 use crate::limits::{BatchCache, RateLimiter};
 use crate::params::{self, Params};
 
-/// Credits per request (contract §7 defaults: 1, 1 per found CNPJ, 1 per non-empty page).
+/// Credits per request (by default 1: a detail found, each batch CNPJ found, a non-empty page).
 #[derive(Clone, Copy, Debug)]
 pub struct Prices {
-    /// A detail record found; a company history answered (contract §9: priced like detail).
+    /// A detail record found; a company history answered (priced like detail).
     pub detail: i64,
     pub batch_item: i64,
     /// A search, or a page of changes (priced like search), with at least one item.
@@ -78,7 +78,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-/// The largest request body (contract §6: 413 beyond it).
+/// The largest request body (413 beyond it).
 pub const MAX_BODY: usize = 64 * 1024;
 /// The longest request target (path and query) answered with more than a 414.
 pub const MAX_URI: usize = 8 * 1024;
@@ -268,7 +268,7 @@ async fn search(
     Ok(Json(Value::Object(body)))
 }
 
-/// GET /api/v1/companies/{cnpj}/history (contract §9): priced like detail, 1 when it answers.
+/// GET /api/v1/companies/{cnpj}/history: priced like detail, 1 when it answers.
 async fn history(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Json<Value>, ApiError> {
     let locale = params::locale(params)?;
     let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
@@ -278,7 +278,7 @@ async fn history(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Re
     Ok(Json(json!({"success": true, "data": items})))
 }
 
-/// GET /api/v1/changes (contract §9): the envelope and pagination of search, priced like it.
+/// GET /api/v1/changes: the envelope and pagination of search, priced like it.
 async fn changes(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
@@ -298,7 +298,7 @@ async fn changes(
     Ok(Json(Value::Object(body)))
 }
 
-/// The pagination fields of spec §2.7 (contract §5: an empty page has `from` = `to` = 0).
+/// A page's pagination fields (an empty page has `from` = `to` = 0).
 fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json::Map<String, Value> {
     let from = if items == 0 { 0 } else { (page - 1) * per_page + 1 };
     let to = if items == 0 { 0 } else { from + items as u64 - 1 };

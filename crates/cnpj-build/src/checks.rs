@@ -24,7 +24,8 @@ use cnpj_parse::{Member, ParseError, TextStats};
 use rayon::prelude::*;
 use serde::Deserialize;
 
-use crate::report::{CapitalExample, CapitalNotLoaded};
+use crate::error::{BuildError, CheckError};
+use crate::report::{BuildReport, CapitalExample, CapitalNotLoaded};
 
 /// A file fails when more than this share of its rows is rejected…
 pub const MAX_REJECT_PERCENT: u64 = 1;
@@ -58,20 +59,6 @@ pub enum ProblemKind {
 pub struct Problem {
     pub kind: ProblemKind,
     pub text: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the input folder {path} is not one whole month of one delivery ({} problem{}):\n  - {}{}",
-    problems.len(),
-    if problems.len() == 1 { "" } else { "s" },
-    problems.join("\n  - "),
-    hint
-)]
-pub struct CheckError {
-    pub path: PathBuf,
-    pub problems: Vec<String>,
-    hint: String,
 }
 
 /// What the reading of each member noted for the checks and the report: its text's encoding
@@ -602,32 +589,31 @@ pub fn writable_file(path: &Path) -> Result<(), String> {
 }
 
 /// Every output of the build (the dataset, the report and its page) can be written: checked first.
-pub fn outputs(opts: &crate::BuildOptions) -> Result<(), crate::BuildError> {
-    let page = opts.report.as_deref().map(crate::page::page_path);
-    for path in std::iter::once(&opts.db).chain(&opts.report).chain(&page) {
-        writable_file(path).map_err(|reason| crate::BuildError::Output { path: path.clone(), reason })?;
+pub fn outputs(db: &Path, report: Option<&Path>) -> Result<(), BuildError> {
+    let page = report.map(crate::page::page_path);
+    for path in std::iter::once(db).chain(report).chain(page.as_deref()) {
+        writable_file(path).map_err(|reason| BuildError::Output { path: path.to_owned(), reason })?;
     }
     Ok(())
 }
 
 /// Writes the report (pretty JSON) and its page (HTML, at [`crate::page_path`]) beside their final
 /// names, then renames them there.
-pub fn write_report(path: &Path, report: &crate::BuildReport) -> Result<(), crate::BuildError> {
+pub fn write_report(path: &Path, report: &BuildReport) -> Result<(), BuildError> {
     let json = serde_json::to_string_pretty(report).expect("the report serializes") + "\n";
     let page_path = crate::page::page_path(path);
-    let page =
-        crate::page::render(report).map_err(|source| crate::BuildError::Report { path: page_path.clone(), source })?;
+    let page = crate::page::render(report).map_err(|source| BuildError::Report { path: page_path.clone(), source })?;
     let json = staged(path, json.as_bytes())?;
     let page = staged(&page_path, page.as_bytes())?;
     for (tmp, path) in [(json, path), (page, &page_path)] {
-        tmp.persist(path).map_err(|e| crate::BuildError::Report { path: path.to_owned(), source: e.error })?;
+        tmp.persist(path).map_err(|e| BuildError::Report { path: path.to_owned(), source: e.error })?;
     }
     Ok(())
 }
 
 /// `bytes` in a temporary file beside `path`.
-fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, crate::BuildError> {
-    let failed = |source| crate::BuildError::Report { path: path.to_owned(), source };
+fn staged(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, BuildError> {
+    let failed = |source| BuildError::Report { path: path.to_owned(), source };
     let mut tmp = tempfile::Builder::new().prefix(".report-").tempfile_in(folder_of(path)).map_err(failed)?;
     std::io::Write::write_all(&mut tmp, bytes).map_err(failed)?;
     Ok(tmp)

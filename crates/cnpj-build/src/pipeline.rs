@@ -1,14 +1,16 @@
-//! The staged build: list and recognise the zips, read the lookups, stream the main members in
-//! parallel into the loader, transform, reconcile, commit.
+//! The staged build ([`build`]): survey the folder (the zips' members, the checks, the month, the
+//! previous dataset), read the lookups, sort the main members into runs and store them merged,
+//! reconcile, record the changes, write the serving files, guard, write the report, commit.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::time::Instant;
 
+use cnpj_index::ServingWriter;
 use cnpj_load::{
-    Batch, FileCounts, LabelBatch, LoadError, Loader, MunicipioBatch, Provenance, RejectBatch, RunWriter, Runs,
-    SourceFile, Spill,
+    Batch, FileCounts, LabelBatch, LoadError, LoadSummary, Loader, MunicipioBatch, Provenance, RejectBatch, RunWriter,
+    Runs, Session, SourceFile, Spill, Stored,
 };
 use cnpj_model::FileKind;
 use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, LookupRow, RegimeRow, RejectRow, SimplesRow, SocioRow};
@@ -16,96 +18,14 @@ use cnpj_normalize::{LabelSet, Normalizer, Reject, TaxRegimeColumns, municipio, 
 use cnpj_parse::{Member, ParseError, Record, Records, list_members, read_member};
 use rayon::prelude::*;
 
-use crate::checks::{CapitalTally, CheckError, Checks, Notes};
-use crate::guard::{PreviousReport, Thresholds};
+use crate::checks::{CapitalTally, Checks, Notes};
+use crate::error::BuildError;
+use crate::guard::PreviousReport;
+use crate::options::{Budget, BuildOptions};
 use crate::report::{
     BuildReport, Count, FileReport, MonthFrom, MonthOverMonth, TableRows, TableThenNow, Timings, UntranslatedCode,
     source_month, utc_now,
 };
-
-#[derive(Clone, Debug)]
-pub struct BuildOptions {
-    pub input: PathBuf,
-    pub db: PathBuf,
-    /// The month of the build (`YYYY-MM`), over the input folder's name and the main tables' date
-    /// stamp (see [`crate::report::source_month`]).
-    pub month: Option<String>,
-    /// The memory the build may use, in bytes: DuckDB's limit, the sort buffers and the search
-    /// index's postings are all derived from it (see [`Budget`]).
-    pub memory_limit: u64,
-    /// Rows per Arrow batch handed to DuckDB.
-    pub batch_rows: usize,
-    /// Bytes kept of one record; a longer record is a reject (see `cnpj_parse::Records`).
-    pub max_record_bytes: usize,
-    /// Build a month that fails the completeness checks (`checks`), with warnings.
-    pub accept_incomplete: bool,
-    /// Leave out main-table members whose date stamp is not the delivery's, with a warning.
-    pub ignore_stale: bool,
-    /// Where to write the build report (JSON; its HTML page beside it, see `page_path`), before the
-    /// dataset is renamed into place.
-    pub report: Option<PathBuf>,
-    /// The previous month's dataset: the build records what changed since (contract §9) and
-    /// refuses a month that looks broken next to it (`guard`).
-    pub previous: Option<PathBuf>,
-    /// Months of change history kept, this one included.
-    pub keep_months: u32,
-    /// Build a month the guard finds anomalies in, listing them in the report.
-    pub accept_anomalies: bool,
-    pub thresholds: Thresholds,
-}
-
-impl BuildOptions {
-    pub fn new(input: impl Into<PathBuf>, db: impl Into<PathBuf>) -> BuildOptions {
-        BuildOptions {
-            input: input.into(),
-            db: db.into(),
-            month: None,
-            memory_limit: 2_000_000_000,
-            batch_rows: 32_768,
-            max_record_bytes: cnpj_parse::DEFAULT_MAX_RECORD_BYTES,
-            accept_incomplete: false,
-            ignore_stale: false,
-            report: None,
-            previous: None,
-            keep_months: 24,
-            accept_anomalies: false,
-            thresholds: Thresholds::default(),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error("cannot read the input folder {path}: {source}")]
-    Input { path: PathBuf, source: std::io::Error },
-    #[error(transparent)]
-    Parse(#[from] ParseError),
-    #[error("{zip} ({member}) is damaged near line {line}")]
-    Damaged { zip: String, member: String, line: u64, source: std::io::Error },
-    #[error("{zip} ({member}): {reason}")]
-    Header { zip: String, member: String, reason: String },
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    #[error(transparent)]
-    Index(#[from] cnpj_index::IndexError),
-    #[error("the loader stopped before the end of the input")]
-    LoaderGone,
-    #[error(transparent)]
-    Check(#[from] CheckError),
-    #[error("{path}: {reason}")]
-    Output { path: PathBuf, reason: String },
-    #[error("writing the build report {path}")]
-    Report { path: PathBuf, source: std::io::Error },
-    #[error("cannot compare with the previous dataset {path}: {reason}")]
-    Previous { path: PathBuf, reason: String },
-    #[error(
-        "this month ({month}) looks broken next to the previous one ({previous_month}), so the served dataset is left in place ({} anomal{}):\n  - {}\nLook at the build report; `--accept-anomalies` builds it anyway.",
-        anomalies.len(),
-        if anomalies.len() == 1 { "y" } else { "ies" },
-        anomalies.join("\n  - ")
-    )]
-    Anomalies { month: String, previous_month: String, anomalies: Vec<String> },
-}
 
 /// Hooks for progress display; every method has a no-op default.
 pub trait Observer: Sync {
@@ -408,52 +328,72 @@ fn source_file(member: &Member, id: i32, read: u64, rejected: u64, lookup_counts
     }
 }
 
-/// How the one memory limit is shared: what is left after a fixed allowance for the process
-/// itself (code, threads, zip buffers) goes 45 % to DuckDB, 30 % to the two members' sort
-/// buffers (rows and their index), 15 % to the search index's postings of the four feeds that can
-/// run at once, and 10 % to the Arrow batches in flight between the merges and DuckDB's
-/// appenders (which sets their size). Measured in the build benchmark (peak RSS against the
-/// limit).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    /// DuckDB's `memory_limit`, in bytes.
-    pub duckdb: u64,
-    /// One member's sort buffer (two members are read at once).
-    pub sort_buffer: usize,
-    /// One feed's postings before they are spilled.
-    pub postings: usize,
-    /// Rows per Arrow batch.
-    pub batch_rows: usize,
-}
-
-/// What the process needs besides the shared buffers.
-const PROCESS_BYTES: u64 = 120_000_000;
-/// Batches in flight at most: four table halves stored at once (the establishments' two, and
-/// another table's two while they finish), each with two queued, one being appended and one
-/// being filled.
-const BATCHES_IN_FLIGHT: u64 = 16;
-/// An establishment's row in an Arrow batch (the widest table), with its offsets.
-const BATCH_ROW_BYTES: u64 = 400;
-
-impl Budget {
-    pub fn of(limit: u64) -> Budget {
-        let shared = limit.saturating_sub(PROCESS_BYTES).max(64 << 20);
-        Budget {
-            duckdb: shared * 45 / 100,
-            sort_buffer: (shared * 3 / 20) as usize,
-            // The postings' own estimate runs about half of what they take.
-            postings: (shared * 15 / 100 / 8) as usize,
-            batch_rows: (shared / 10 / (BATCHES_IN_FLIGHT * BATCH_ROW_BYTES)).clamp(1024, 32_768) as usize,
-        }
-    }
-}
-
 /// Builds the dataset of `opts.input` into `opts.db`. On any error the target is left untouched.
 pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
     let mut timings = Timings::default();
-    crate::checks::outputs(opts)?;
+    crate::checks::outputs(&opts.db, opts.report.as_deref())?;
     observer.stage("reading the zips' directories");
+    let mut input = survey(opts)?;
+    let notes = Notes::default();
+    let reading = Reading { observer, notes: &notes, max_record_bytes: opts.max_record_bytes };
+
+    observer.stage("reading the lookup tables");
+    let lookups = read_lookups(&input.members, &mut input.checks, &reading)?;
+    timings.lookups = started.elapsed().as_secs_f64();
+
+    let budget = Budget::of(opts.memory_limit);
+    tracing::debug!(?budget, "memory");
+    let (mut loader, serving, session) = open_loader(opts, &budget, &input, lookups.small_tables)?;
+
+    observer.stage("sorting the main tables and storing them");
+    let load_started = Instant::now();
+    let batch_rows = opts.batch_rows.min(budget.batch_rows);
+    let MainTables { mut files, stored } =
+        store_main_tables(&input.members, &loader, session, budget.sort_buffer, batch_rows, &serving, &reading)?;
+    input.checks.files(&files, &notes);
+    input.checks.verdict()?;
+    files.extend(lookups.files);
+    files.sort_by_key(|f| f.id);
+    timings.load = load_started.elapsed().as_secs_f64();
+
+    observer.stage("reconciling");
+    let transform_started = Instant::now();
+    loader.record(stored.into_iter().collect::<Result<Vec<_>, _>>()?);
+    let summary = loader.transform(files)?;
+    timings.transform = transform_started.elapsed().as_secs_f64();
+
+    let changes_started = Instant::now();
+    if input.previous.is_some() {
+        observer.stage("recording the changes since the previous month");
+    }
+    let month = input.month.as_deref().unwrap_or_default();
+    let changes = loader.record_changes(month, &serving.changes(), input.previous.as_ref(), opts.keep_months)?;
+    timings.changes = changes_started.elapsed().as_secs_f64();
+
+    let mut report = assemble_report(opts, &input, summary, &lookups.labels, &notes, timings);
+    observer.stage("writing the lookup file and the search index");
+    let build_id = write_serving_files(serving, &mut report, started)?;
+    if let Some(previous) = &input.previous {
+        guard(opts, previous, &changes, &mut report)?;
+    }
+    commit(opts, loader, &report, build_id)?;
+    Ok(report)
+}
+
+/// What the build knows of its input before it reads a record: the checks so far, the members in
+/// reading order (a member's id is its place in it, from 1), the zips skipped, the month, and the
+/// previous dataset.
+struct Survey {
+    checks: Checks,
+    members: Vec<Member>,
+    ignored_files: Vec<String>,
+    month: Option<String>,
+    previous: Option<cnpj_load::PreviousDataset>,
+}
+
+/// Checks the folder and its zips' directories, and settles the month and the previous dataset.
+fn survey(opts: &BuildOptions) -> Result<Survey, BuildError> {
     let mut checks = Checks::new(&opts.input, opts.accept_incomplete, opts.ignore_stale);
     checks.folder();
     checks.manifest();
@@ -466,30 +406,38 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     }
     let previous =
         opts.previous.as_deref().map(|path| previous_dataset(path, month.as_ref(), &mut checks)).transpose()?;
-    let month = month.map(|(month, _)| month);
-    let ids: Vec<i32> = (1..=members.len() as i32).collect();
-    let notes = Notes::default();
-    let reading = Reading { observer, notes: &notes, max_record_bytes: opts.max_record_bytes };
+    Ok(Survey { checks, members, ignored_files, month: month.map(|(month, _)| month), previous })
+}
 
-    observer.stage("reading the lookup tables");
+/// The lookup tables read and checked: their files, the labels they make, and the small tables
+/// (labels, municipalities, the lookups' rejects) to store first.
+struct Lookups {
+    files: Vec<SourceFile>,
+    labels: LabelSet,
+    small_tables: Vec<Batch>,
+}
+
+/// Reads the lookup members whole, checks them, and fills in the codes a table lacks from the
+/// project's copy of it.
+fn read_lookups(members: &[Member], checks: &mut Checks, reading: &Reading<'_>) -> Result<Lookups, BuildError> {
     let mut seen = HashMap::new();
-    let mut lookup_rejects = RejectBatch::default();
+    let mut rejects = RejectBatch::default();
     let mut lookups = Vec::new();
-    for (member, &id) in members.iter().zip(&ids).filter(|(m, _)| m.kind.is_lookup()) {
-        lookups.push(read_lookup(member, id, &mut seen, &mut lookup_rejects, &reading)?);
+    for (member, id) in members.iter().zip(1..).filter(|(m, _)| m.kind.is_lookup()) {
+        lookups.push(read_lookup(member, id, &mut seen, &mut rejects, reading)?);
     }
-    let lookup_files: Vec<SourceFile> = lookups.iter().map(|l| l.file.clone()).collect();
-    checks.files(&lookup_files, &notes);
+    let files: Vec<SourceFile> = lookups.iter().map(|l| l.file.clone()).collect();
+    checks.files(&files, reading.notes);
     // The project's rows of the codes a table lacks follow the month's own.
-    let gaps = checks.lookups(&seen, &lookup_files);
+    let gaps = checks.lookups(&seen, &files);
     checks.verdict()?;
-    let mut municipio_batch = MunicipioBatch::default();
+    let mut municipios = MunicipioBatch::default();
     let mut tables: Vec<(FileKind, Vec<LookupRow>)> = Vec::new();
     let rows = lookups.iter().map(|l| (l.kind, &l.rows)).chain(gaps.iter().map(|(kind, rows)| (*kind, rows)));
     for (kind, rows) in rows {
         if kind == FileKind::Municipios {
             for row in rows {
-                municipio_batch.push(&municipio(row));
+                municipios.push(&municipio(row));
             }
         } else {
             match tables.iter_mut().find(|(k, _)| *k == kind) {
@@ -501,50 +449,91 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     let labels = LabelSet::build(&tables);
     let mut label_batch = LabelBatch::default();
     labels.rows.iter().for_each(|r| label_batch.push(r));
-    timings.lookups = started.elapsed().as_secs_f64();
+    let small_tables = vec![label_batch.take(), municipios.take(), rejects.take()];
+    Ok(Lookups { files, labels, small_tables })
+}
 
-    let budget = Budget::of(opts.memory_limit);
-    tracing::debug!(?budget, "memory");
-    let batch_rows = opts.batch_rows.min(budget.batch_rows);
-    let mut loader = Loader::create(&opts.db, budget.duckdb, rayon::current_num_threads())?;
+/// The loader (on a temporary file), the serving files' writer (comparing with the previous
+/// month's lookup file when that month is before this one), and a session that has stored the
+/// small tables.
+fn open_loader(
+    opts: &BuildOptions,
+    budget: &Budget,
+    input: &Survey,
+    small_tables: Vec<Batch>,
+) -> Result<(Loader, ServingWriter, Session), BuildError> {
+    let loader = Loader::create(&opts.db, budget.duckdb, rayon::current_num_threads())?;
     let (lookup_file, search_file) = loader.serving_files();
-    let previous_lookup = previous
+    let previous_lookup = input
+        .previous
         .as_ref()
-        .filter(|p| p.month.as_deref() < month.as_deref())
+        .filter(|p| p.month.as_deref() < input.month.as_deref())
         .map(|p| cnpj_index::Previous::open(&p.path, &p.build_id))
         .transpose()?;
-    let serving_writer =
-        cnpj_index::ServingWriter::create(&lookup_file, &search_file, budget.postings, previous_lookup)?;
-    let serving = &serving_writer;
+    let serving = ServingWriter::create(&lookup_file, &search_file, budget.postings, previous_lookup)?;
     let session = loader.session()?;
-    for batch in [label_batch.take(), municipio_batch.take(), lookup_rejects.take()] {
+    for batch in small_tables {
         session.append(batch)?;
     }
+    Ok((loader, serving, session))
+}
 
-    observer.stage("sorting the main tables and storing them");
-    observer.input(members.iter().filter(|m| !m.kind.is_lookup()).map(|m| m.size).sum());
-    let load_started = Instant::now();
-    let spill = loader.spill(budget.sort_buffer)?;
-    // Establishments first: the biggest table takes the longest to store, so it is stored while
-    // the other members are read, and then while the other tables are stored. Biggest first
-    // within each part keeps both cores busy.
-    let mut main: Vec<(&Member, i32)> =
-        members.iter().zip(ids.iter().copied()).filter(|(m, _)| !m.kind.is_lookup()).collect();
+/// Main members with their ids.
+type Part<'a> = Vec<(&'a Member, i32)>;
+
+/// The main members with their ids, in the order they are read, cut after the establishments.
+/// Establishments first: the biggest table takes the longest to store, so it is stored while the
+/// other members are read, and then while the other tables are stored. Biggest first within each
+/// part keeps both cores busy.
+fn main_members(members: &[Member]) -> (Part<'_>, Part<'_>) {
+    let mut main: Part<'_> = members.iter().zip(1..).filter(|(m, _)| !m.kind.is_lookup()).collect();
     main.sort_by_key(|(m, _)| (m.kind != FileKind::Estabelecimentos, std::cmp::Reverse(m.size)));
     let split = main.iter().take_while(|(m, _)| m.kind == FileKind::Estabelecimentos).count();
-    let (establishments, others) = main.split_at(split);
+    let others = main.split_off(split);
+    (main, others)
+}
+
+/// Reads `members` in parallel into sorted runs, their rejects sent on `tx`.
+fn read_main(
+    members: &[(&Member, i32)],
+    tx: SyncSender<Batch>,
+    spill: &Spill,
+    batch_rows: usize,
+    reading: &Reading<'_>,
+) -> Result<(Vec<SourceFile>, Vec<Runs>), BuildError> {
+    let results: Vec<Result<(SourceFile, Runs), BuildError>> = members
+        .par_iter()
+        .map_with(tx, |tx, &(member, id)| {
+            let (read, rejected, runs) = load_member(member, id, spill, batch_rows, tx, reading)?;
+            Ok((source_file(member, id, read, rejected, None), runs))
+        })
+        .collect();
+    Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().unzip())
+}
+
+/// The main members' files, and what each part's store gave (its error comes after the checks').
+struct MainTables {
+    files: Vec<SourceFile>,
+    stored: Vec<Result<Stored, LoadError>>,
+}
+
+/// Sorts the main members into runs and stores each part (the establishments, then the other
+/// tables), merged in key order, on a connection of its own as soon as it is read; the rejects
+/// are appended through `session`.
+fn store_main_tables(
+    members: &[Member],
+    loader: &Loader,
+    session: Session,
+    sort_buffer: usize,
+    batch_rows: usize,
+    serving: &ServingWriter,
+    reading: &Reading<'_>,
+) -> Result<MainTables, BuildError> {
+    reading.observer.input(members.iter().filter(|m| !m.kind.is_lookup()).map(|m| m.size).sum());
+    let spill = loader.spill(sort_buffer)?;
+    let (establishments, others) = main_members(members);
     let (establishments_session, others_session) = (loader.session()?, loader.session()?);
-    let read =
-        |members: &[(&Member, i32)], tx: SyncSender<Batch>| -> Result<(Vec<SourceFile>, Vec<Runs>), BuildError> {
-            let results: Vec<Result<(SourceFile, Runs), BuildError>> = members
-                .par_iter()
-                .map_with(tx, |tx, &(member, id)| {
-                    let (read, rejected, runs) = load_member(member, id, &spill, batch_rows, tx, &reading)?;
-                    Ok((source_file(member, id, read, rejected, None), runs))
-                })
-                .collect();
-            Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().unzip())
-        };
+    let read = |members: &[(&Member, i32)], tx| read_main(members, tx, &spill, batch_rows, reading);
     let (tx, rx) = sync_channel::<Batch>(4);
     let (written, read_first, read_others, stored) = std::thread::scope(|scope| {
         let writer = scope.spawn(move || -> Result<(), LoadError> {
@@ -555,7 +544,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         });
         // Each part is stored (on a connection of its own) as soon as it is read.
         let mut stores = Vec::new();
-        let read_first = read(establishments, tx.clone()).map(|(files, runs)| {
+        let read_first = read(&establishments, tx.clone()).map(|(files, runs)| {
             stores.push(scope.spawn(move || {
                 let stored = establishments_session.store(runs, batch_rows, serving);
                 // The companies' index waits for the establishments' ordinals.
@@ -566,7 +555,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         });
         // The writer stops once every sender is gone: `read` takes its own.
         let read_others = match read_first {
-            Ok(_) => read(others, tx).map(|(files, runs)| {
+            Ok(_) => read(&others, tx).map(|(files, runs)| {
                 stores.push(scope.spawn(move || others_session.store(runs, batch_rows, serving)));
                 files
             }),
@@ -584,29 +573,18 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     written?;
     let mut files = read_first?;
     files.extend(read_others?);
-    checks.files(&files, &notes);
-    checks.verdict()?;
-    files.extend(lookups.into_iter().map(|l| l.file));
-    files.sort_by_key(|f| f.id);
-    timings.load = load_started.elapsed().as_secs_f64();
+    Ok(MainTables { files, stored })
+}
 
-    observer.stage("reconciling");
-    let transform_started = Instant::now();
-    loader.record(stored.into_iter().collect::<Result<Vec<_>, _>>()?);
-    let summary = loader.transform(files)?;
-    timings.transform = transform_started.elapsed().as_secs_f64();
-
-    let changes_started = Instant::now();
-    if previous.is_some() {
-        observer.stage("recording the changes since the previous month");
-    }
-    let changes = loader.record_changes(
-        month.as_deref().unwrap_or_default(),
-        &serving_writer.changes(),
-        previous.as_ref(),
-        opts.keep_months,
-    )?;
-    timings.changes = changes_started.elapsed().as_secs_f64();
+/// The build report of what was stored (the serving files' time and the month over month to come).
+fn assemble_report(
+    opts: &BuildOptions,
+    input: &Survey,
+    summary: LoadSummary,
+    labels: &LabelSet,
+    notes: &Notes,
+    seconds: Timings,
+) -> BuildReport {
     let files: Vec<FileReport> = summary
         .files
         .iter()
@@ -622,8 +600,8 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         })
         .collect();
     let sum = |f: fn(&FileReport) -> u64| files.iter().map(f).sum::<u64>();
-    let mut report = BuildReport {
-        source_month: month.clone(),
+    BuildReport {
+        source_month: input.month.clone(),
         built_at: utc_now(),
         input: opts.input.display().to_string(),
         dataset: opts.db.display().to_string(),
@@ -633,35 +611,44 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         duplicates: sum(|f| f.duplicates),
         duplicates_differing: sum(|f| f.duplicates_differing),
         files,
-        ignored_files,
+        ignored_files: input.ignored_files.clone(),
         tables: summary.tables.iter().map(|(table, rows)| TableRows { table: table.clone(), rows: *rows }).collect(),
         rejects_by_reason: summary
             .rejects_by_reason
             .iter()
-            .map(|(name, count)| crate::report::Count { name: name.clone(), count: *count })
+            .map(|(name, count)| Count { name: name.clone(), count: *count })
             .collect(),
         estabelecimentos_sem_empresa: summary.estabelecimentos_sem_empresa,
         unknown_codes: summary.unknown_codes,
         untranslated: labels.untranslated.iter().map(UntranslatedCode::from).collect(),
         capital_not_loaded: notes.capital_report(&summary.files.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>()),
-        warnings: checks.warnings(),
+        warnings: input.checks.warnings(),
         month_over_month: None,
-        seconds: timings,
-    };
-    // Ties the serving files to this build: a store ignores serving files of another build.
+        seconds,
+    }
+}
+
+/// Finishes the lookup file and the search index under a new build id (a store ignores serving
+/// files of another build), and returns the id.
+fn write_serving_files(
+    serving: ServingWriter,
+    report: &mut BuildReport,
+    started: Instant,
+) -> Result<String, BuildError> {
     let build_id = format!("{}-{}-{}", report.built_at, std::process::id(), started.elapsed().as_nanos());
-    observer.stage("writing the lookup file and the search index");
     let serving_started = Instant::now();
-    serving_writer.finish(&build_id)?;
+    serving.finish(&build_id)?;
     report.seconds.serving_files = serving_started.elapsed().as_secs_f64();
     report.seconds.total = started.elapsed().as_secs_f64();
-    if let Some(previous) = &previous {
-        guard(opts, previous, &changes, &mut report)?;
-    }
-    let json = serde_json::to_string(&report).expect("the report serializes");
+    Ok(build_id)
+}
+
+/// Writes the report, then renames the dataset into place with its metadata (the report in it).
+fn commit(opts: &BuildOptions, loader: Loader, report: &BuildReport, build_id: String) -> Result<(), BuildError> {
+    let json = serde_json::to_string(report).expect("the report serializes");
     // The report is written before the dataset takes its place: no failure after that.
     if let Some(path) = &opts.report {
-        crate::checks::write_report(path, &report)?;
+        crate::checks::write_report(path, report)?;
     }
     loader.commit(&[
         ("format_version", "1".to_owned()),
@@ -670,7 +657,7 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
         ("build_id", build_id),
         ("report", json),
     ])?;
-    Ok(report)
+    Ok(())
 }
 
 /// Reads the previous dataset's metadata, and checks that it is not of a later month than
@@ -767,18 +754,6 @@ fn guard(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_budget_shares_the_limit() {
-        let b = Budget::of(2_000_000_000);
-        assert_eq!(b.duckdb, 846_000_000);
-        let batches = BATCHES_IN_FLIGHT * BATCH_ROW_BYTES * b.batch_rows as u64;
-        let shared = b.duckdb + 2 * b.sort_buffer as u64 + 4 * (2 * b.postings as u64) + batches;
-        assert!((1_870_000_000..=1_880_000_000).contains(&shared), "{shared}");
-        assert_eq!(Budget::of(500_000_000).batch_rows, 5_937, "smaller batches under a small limit");
-        assert_eq!(Budget::of(100_000_000_000).batch_rows, 32_768, "and no bigger than they pay off");
-        assert!(Budget::of(0).sort_buffer > 0, "a floor for absurd limits");
-    }
 
     #[test]
     fn natural_order_compares_digit_runs_as_numbers() {

@@ -1,4 +1,4 @@
-//! The build report (contract §8): per source file rows read, loaded, rejected and duplicated;
+//! The build report: per source file rows read, loaded, rejected and duplicated;
 //! unknown and untranslated codes; the source month (and what decides it); timings.
 
 use cnpj_load::UnknownCode;
@@ -38,7 +38,7 @@ pub struct BuildReport {
     pub seconds: Timings,
 }
 
-/// What changed since the previous month's dataset (contract §9), and the guard's verdict.
+/// What changed since the previous month's dataset, and the guard's verdict.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MonthOverMonth {
     /// `YYYY-MM` of the previous dataset.
@@ -47,7 +47,7 @@ pub struct MonthOverMonth {
     pub previous_dataset: String,
     /// Rows per served table then and now.
     pub tables: Vec<TableThenNow>,
-    /// Changes recorded this month, per event name (contract §9), most first.
+    /// Changes recorded this month, per event name, most first.
     pub events: Vec<Count>,
     /// Changes recorded this month, per state (`uf` of the establishment), most first.
     pub states: Vec<Count>,

@@ -1,4 +1,4 @@
-//! Month over month (contract §9): each table half, as its feed writes its lookup rows in key
+//! Month over month: each table half, as its feed writes its lookup rows in key
 //! order, is compared with the same key range of the previous dataset's lookup file, read in key
 //! order too: a merge of two sorted streams, never a join of two months in memory. A row whose
 //! encoded cells are byte-identical to last month's costs one comparison; the others are decoded

@@ -1,4 +1,4 @@
-//! The month-over-month history beside a DuckDB dataset (`<dataset>.history`, contract §9): a
+//! The month-over-month history beside a DuckDB dataset (`<dataset>.history`): a
 //! DuckDB file of its own, so that each build copies it whole (a second or two at full scale)
 //! instead of carrying 24 months of rows through SQL (≈ 31 s), deletes the month that drops out
 //! and appends its own (BENCHMARKS.md, "The history in a file of its own"). cnpj-load writes it

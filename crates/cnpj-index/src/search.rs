@@ -1,4 +1,4 @@
-//! The search index beside a DuckDB dataset (`<dataset>.search`): every filter of contract §5 as
+//! The search index beside a DuckDB dataset (`<dataset>.search`): every search filter as
 //! compressed bitmaps (`roaring`) of establishment ordinals, so that a search is a few bitmap
 //! operations instead of a scan. A total is the cardinality of an intersection, a page a select
 //! by rank; the page's CNPJs come from a column of the file. The file is memory-mapped: the

@@ -1,4 +1,4 @@
-//! The month-over-month history (contract §9): the previous dataset's metadata for the build's
+//! The month-over-month history: the previous dataset's metadata for the build's
 //! comparison and guard, then the history file of this build (`cnpj_index::history_path`): the
 //! previous one copied whole, the months that drop out deleted, and this month's events appended
 //! from the comparison's files (`cnpj_index::ChangeFile`), company events given their head office,
@@ -275,7 +275,7 @@ fn place_company_events(conn: &Connection) -> Result<(), LoadError> {
         "DELETE FROM stg_changes WHERE cnpj IS NULL AND cnpj_basico IN \
              (SELECT cnpj_basico FROM stg_changes WHERE event IN {markers});
          DELETE FROM stg_changes WHERE event IN {markers};
-         -- The head office now (contract §1): the matriz, else the lowest cnpj_ordem.
+         -- The head office now: the matriz, else the lowest cnpj_ordem.
          CREATE TEMP TABLE heads AS
          SELECT cnpj_basico, arg_min(cnpj, k) AS cnpj, arg_min(uf, k) AS uf,
                 arg_min(municipio, k) AS municipio, arg_min(cnae_fiscal, k) AS cnae

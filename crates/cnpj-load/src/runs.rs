@@ -26,7 +26,7 @@ pub type Key = [u8; 16];
 /// Every key: keys are ASCII text, zero-padded, so none reaches the end.
 pub(crate) const ALL_KEYS: Range<Key> = [0; 16]..[u8::MAX; 16];
 
-/// A served table's rows: how they sort and when two are the same row (contract §1).
+/// A served table's rows: how they sort and when two are the same row (the first read of a key is kept).
 pub trait Keyed {
     /// The served table.
     const TABLE: &'static str;

@@ -1,4 +1,4 @@
-//! CNPJ identity: check digits (numeric and alphanumeric) and the accepted input forms (contract §1).
+//! CNPJ identity: check digits (numeric and alphanumeric) and the accepted input forms.
 
 use std::fmt;
 
@@ -93,7 +93,7 @@ impl fmt::Debug for Cnpj {
 }
 
 impl CnpjQuery {
-    /// Parses user input (contract §1): mask characters `.`, `/`, `-` and white space are removed
+    /// Parses user input: mask characters `.`, `/`, `-` and white space are removed
     /// wherever they stand, letters are upper-cased; 14 characters must carry valid check digits.
     pub fn parse(input: &str) -> Result<CnpjQuery, InvalidCnpj> {
         let mut clean = Vec::with_capacity(14);

@@ -1,4 +1,4 @@
-//! Search folding (contract §5): both sides of a text filter are folded the same way.
+//! Search folding: both sides of a text filter are folded the same way.
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;

@@ -3,6 +3,7 @@
 //! Nothing here does I/O. The stage crates (`cnpj-parse`, `cnpj-normalize`, `cnpj-load`,
 //! `cnpj-store`) depend on this crate and never on each other.
 
+mod calendar;
 mod cnpj;
 mod fold;
 mod kind;
@@ -10,6 +11,7 @@ mod locale;
 mod record;
 mod size;
 
+pub use calendar::is_dataset_date;
 pub use cnpj::{Cnpj, CnpjQuery, InvalidCnpj, check_digits};
 pub use fold::fold;
 pub use kind::FileKind;
@@ -19,4 +21,5 @@ pub use record::{
     endereco_completo, telefone_formatado,
 };
 pub use size::parse_size;
+pub mod filter;
 pub mod rows;

@@ -1,4 +1,4 @@
-//! The three response locales (contract §3).
+//! The three response locales: pt-br (the default), en, es.
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,7 +26,7 @@ impl Locale {
         }
     }
 
-    /// The language's own name (spec §2.6).
+    /// The language's own name.
     pub fn language(self) -> &'static str {
         match self {
             Locale::PtBr => "Português (Brasil)",

@@ -1,6 +1,6 @@
-//! The company record the API serves (spec §2.2, contract §2), as the read side assembles it.
+//! The company record the API serves (search item, detail, batch), as the read side assembles it.
 //!
-//! Field order is the JSON order. Fields after `capital_social` are additive (contract §2 allows them).
+//! Field order is the JSON order. Fields after `capital_social` are additive (clients ignore the fields they do not know).
 
 use serde::Serialize;
 
@@ -91,7 +91,7 @@ pub struct Partner {
     pub qualificacao_representante: String,
 }
 
-/// The batch record: the detail record plus the batch-only fields of spec §2.2.
+/// The batch record: the detail record plus the batch-only fields.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BatchRecord {
     #[serde(flatten)]
@@ -107,7 +107,7 @@ pub struct BatchRecord {
 }
 
 impl DetailRecord {
-    /// The search item view (spec §2.2): the detail record less `natureza_juridica(_code)`,
+    /// The search item view: the detail record less `natureza_juridica(_code)`,
     /// `capital_social`, `endereco.endereco_completo` and `contato.telefone_formatado`.
     pub fn search_item(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).expect("a record serializes");
@@ -126,7 +126,7 @@ impl DetailRecord {
     }
 }
 
-/// `endereco.endereco_completo` (contract §2): `LOGRADOURO, NUMERO, COMPLEMENTO, BAIRRO,
+/// `endereco.endereco_completo`: `LOGRADOURO, NUMERO, COMPLEMENTO, BAIRRO,
 /// MUNICIPIO_NOME - UF, 01310-100`, leaving out empty parts and their comma; the CEP (8 digits)
 /// masked as 5 digits, a hyphen, 3 digits. Built when a record is read, from the stored parts.
 pub fn endereco_completo(
@@ -151,7 +151,7 @@ pub fn endereco_completo(
         .join(", ")
 }
 
-/// `contato.telefone_formatado` (contract §2): `(11) 12345678`; the number alone without an area
+/// `contato.telefone_formatado`: `(11) 12345678`; the number alone without an area
 /// code; `""` without a number. Built when a record is read.
 pub fn telefone_formatado(ddd: &str, telefone: &str) -> String {
     match (ddd.is_empty(), telefone.is_empty()) {
@@ -161,7 +161,7 @@ pub fn telefone_formatado(ddd: &str, telefone: &str) -> String {
     }
 }
 
-/// A city of GET /api/v1/cities (spec §2.4, contract §5b).
+/// A city of GET /api/v1/cities.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct City {
     pub id: String,
@@ -177,7 +177,7 @@ pub struct CodeLabel {
     pub description: String,
 }
 
-/// GET /api/v1/reference-data (spec §2.5).
+/// GET /api/v1/reference-data.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReferenceData {
     pub business_sectors: Vec<CodeLabel>,

@@ -60,7 +60,7 @@ pub struct SocioRow {
     pub cnpj_basico: String,
     pub tipo: String,
     pub nome: String,
-    /// Masked per contract §4.
+    /// Masked: never the whole document.
     pub documento: String,
     pub qualificacao: String,
     pub data_entrada: Option<i32>,
@@ -156,7 +156,7 @@ impl Fields for [&[u8]] {
     }
 }
 
-/// One change between the previous month and this one (contract §9), as the build records it.
+/// One change between the previous month and this one, as the build records it.
 /// `old` and `new` are JSON texts of served values (`null` as `None`); `uf`, `municipio` and
 /// `cnae` are the establishment's values now (last seen for a disappeared one), for filtering.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Field rules of contract §2 and §4: codes, dates, capital, CEP, phones, e-mail, addresses,
+//! The served fields' rules: codes, dates, capital, CEP, phones, e-mail, addresses,
 //! partner documents. Each takes cleaned text (see [`crate::clean`]) unless it says otherwise.
 
 /// Left-pads a numeric code with `0` to `width` (`"2"` → `"02"`), in place. Empty stays empty;
@@ -18,19 +18,10 @@ pub fn date(text: &str) -> Option<i32> {
     }
     let num = |r: std::ops::Range<usize>| text[r].parse::<i32>().ok();
     let (y, m, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
-    if !(1800..=2100).contains(&y) || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+    if !cnpj_model::is_dataset_date(y, m, d) {
         return None;
     }
     Some(days_from_civil(y, m, d))
-}
-
-fn days_in_month(y: i32, m: i32) -> i32 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).

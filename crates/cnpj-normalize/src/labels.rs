@@ -1,4 +1,4 @@
-//! Labels of every code the API returns, in pt-br, en and es (contract §3).
+//! Labels of every code the API returns, in pt-br, en and es (each code in all three).
 //!
 //! pt-br comes from the month's lookup tables (cleaned; `data/labels/pt-br/cnaes.tsv` corrects an
 //! obvious typo of the RFB text); en and es come from the project's label files under

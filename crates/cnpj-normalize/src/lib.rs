@@ -1,4 +1,4 @@
-//! Turns raw RFB fields (Latin-1 bytes) into the registry's values, per contract §1, §2 and §4:
+//! Turns raw RFB fields (Latin-1 bytes) into the registry's served values:
 //! text cleaning, CPF masking, padded codes, dates, exact capital, CEP, phones, addresses,
 //! partner documents, tax regimes, and the labels of every code in pt-br, en and es.
 //!

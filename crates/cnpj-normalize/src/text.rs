@@ -22,7 +22,7 @@ pub fn clean(raw: &[u8], out: &mut String) {
     }
 }
 
-/// Masks every CPF in a name as `***.456.789-**` (contract §4): a run of exactly 11 ASCII digits
+/// Masks every CPF in a name as `***.456.789-**` (no served name shows one): a run of exactly 11 ASCII digits
 /// (not part of a longer run of digits), and the same digits written in groups of 3, 3, 3 and 2
 /// with a `.`, `-` or space between groups (`123.456.789-09`, `123456789-09`, `123 456 789 09`).
 pub fn mask_cpf_runs(text: &mut String) {

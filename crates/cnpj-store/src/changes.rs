@@ -1,4 +1,4 @@
-//! Month over month (contract §9): the `changes` table (Postgres; a DuckDB dataset's history
+//! Month over month: the `changes` table (Postgres; a DuckDB dataset's history
 //! file) filtered, counted and paged, and the history of one company or establishment; items with
 //! their code fields labelled in a locale.
 //!
@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::backend::{Backend, Dialect, TextRow};
 use crate::{Store, StoreError, key_of, opt, text};
 
-/// The event names of contract §9, the values of the `event` filter.
+/// The event names (stable, English), the values of the `event` filter.
 pub const EVENTS: [&str; 17] = [
     "opened",
     "disappeared",

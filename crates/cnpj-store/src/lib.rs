@@ -88,7 +88,7 @@ pub struct Store {
     search: Option<SearchIndex>,
     labels: HashMap<(Locale, String, String), String>,
     municipios: HashMap<String, (String, Option<String>)>,
-    /// Cities in the order of contract §5b, with their folded names.
+    /// Cities in the served order (folded name, then name, then id), with their folded names.
     cities: Vec<(String, City)>,
     source_month: String,
     /// When the dataset was published (Postgres; empty for a DuckDB file): a swap changes it.
@@ -137,7 +137,7 @@ SELECT (SELECT regime FROM regimes_tributarios WHERE cnpj_basico = $1 ORDER BY a
        s.opcao_simples, s.opcao_mei
 FROM (SELECT 1) AS one LEFT JOIN simples s ON s.cnpj_basico = $1";
 
-/// Partners in contract §2 order: entry date (unknown last), name, document.
+/// Partners in the served order: entry date (unknown last), name, document.
 fn sort_partners(partners: &mut [TextRow]) {
     fn key(r: &TextRow) -> (bool, &Option<String>, &Option<String>, &Option<String>) {
         (r[4].is_none(), &r[4], &r[0], &r[3])
@@ -145,7 +145,7 @@ fn sort_partners(partners: &mut [TextRow]) {
     partners.sort_by(|a, b| key(a).cmp(&key(b)));
 }
 
-/// The served regime and `simples_nacional` (contract §2): the latest year's tax regime; else
+/// The served regime and `simples_nacional`: the latest year's tax regime; else
 /// MEI, Simples Nacional or "não informado" from Simples.
 fn served_regime(inputs: &[Option<String>]) -> (String, u8) {
     let is_s = |i: usize| inputs.get(i).cloned().flatten().as_deref() == Some("S");
@@ -166,7 +166,7 @@ enum Key<'a> {
 }
 
 /// What one record is built from: the detail row (`ESTABLISHMENT` then `COMPANY` columns), the
-/// partners (`PARTNER` columns, in contract §2 order) and the regime inputs (see `REGIME`).
+/// partners (`PARTNER` columns, in the served order) and the regime inputs (see `REGIME`).
 struct Found {
     detail: TextRow,
     partners: Vec<TextRow>,
@@ -500,7 +500,7 @@ impl Store {
         list
     }
 
-    /// Reference data (spec §2.5) in `locale`.
+    /// Reference data (`GET /api/v1/reference-data`) in `locale`.
     pub fn reference_data(&self, locale: Locale) -> ReferenceData {
         let mut states: Vec<String> =
             self.cities.iter().map(|(_, c)| c.state.clone()).filter(|s| s.len() == 2 && s != "EX").collect();
@@ -521,8 +521,8 @@ impl Store {
         }
     }
 
-    /// Cities filtered by state (exact) and term (folded substring of the name), ordered per
-    /// contract §5b; one page and the total.
+    /// Cities filtered by state (exact) and term (folded substring of the name), ordered by
+    /// folded name, then name, then id; one page and the total.
     pub fn cities(&self, state: Option<&str>, term: Option<&str>, page: u64, per_page: u64) -> (u64, Vec<City>) {
         let term = term.map(fold);
         let matching: Vec<&City> = self

@@ -1,4 +1,4 @@
-//! Company search (contract §5): filters combined with AND, ordered by CNPJ, paginated.
+//! Company search: filters combined with AND, ordered by CNPJ, paginated.
 
 use cnpj_index::Condition;
 use cnpj_model::{CnpjQuery, fold};

@@ -1,7 +1,7 @@
 //! The month after a synthetic month (`cnpj-etl synth --evolve-from`): every record carried over,
 //! with a month's churn planted, and every planted change listed in the new month's `synth.json`
 //! (`planted_changes`) exactly as a correct month-over-month comparison of the served values finds
-//! it (the event rules of contract §9), no more, no less.
+//! it (by the event rules of the history), no more, no less.
 //!
 //! Monthly rates (of the establishments, companies, partners or Simples rows met):
 //!
@@ -117,7 +117,7 @@ pub struct EvolveOptions {
     pub seed: u64,
 }
 
-/// One planted change: an event row of the comparison (contract §9), without its values.
+/// One planted change: an event row of the comparison, without its values.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PlantedChange {
     pub event: String,
@@ -274,7 +274,7 @@ fn with_records<T>(
     read(&mut Records::new(BufReader::with_capacity(1 << 20, member), path))
 }
 
-/// The served values the churn compares, by the build's rules (cnpj-normalize, contract §2, §4).
+/// The served values the churn compares, by the build's rules (cnpj-normalize's).
 mod served {
     use std::collections::BTreeSet;
 

@@ -2,7 +2,7 @@
 //! member names, Latin-1, every field quoted, part 0 of each main table four times bigger), at any
 //! scale: scale 1.0 is a 2026 month (≈ 69 M Empresas, 72 M Estabelecimentos, 28 M Socios, 49 M
 //! Simples). Lookups are the real tables. Field values follow the distributions of
-//! `rfb/FORMAT.md` §2 and §4, and the gotchas of §7 are planted at realistic rates, plus one of each
+//! the real dumps, and their known gotchas are planted at realistic rates, plus one of each
 //! at the start of every part so that even a tiny scale shows them. Deterministic for a seed: every
 //! (table, part) has its own random stream, so parts are generated in parallel on all cores and
 //! memory stays flat (each part streams into its zip).

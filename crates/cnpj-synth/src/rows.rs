@@ -1,5 +1,5 @@
 //! The rows of the main tables: values drawn from the real lookup codes and from the
-//! distributions of `rfb/FORMAT.md`, gotchas planted at realistic rates.
+//! distributions of the real dumps, gotchas planted at realistic rates.
 
 use std::collections::HashMap;
 use std::io::Write;

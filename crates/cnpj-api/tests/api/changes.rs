@@ -1,4 +1,4 @@
-//! Month over month (contract §9): the build of `data/sample-dump-next` over `data/sample-dump`
+//! Month over month: the build of `data/sample-dump-next` over `data/sample-dump`
 //! records exactly the events its QUIRKS.md lists; `GET /api/v1/changes` and
 //! `GET /api/v1/companies/{cnpj}/history` over three months (2026-09, then -10, then -11 with the
 //! first month's rows again, which undoes every change) answer as the snapshots say, conform to
@@ -88,7 +88,7 @@ fn the_next_month_records_exactly_the_planted_events() {
     assert!(!cnpj_index::history_path(&months[0]).exists(), "a first month records no change");
     let october = stored(&months[1], "");
     assert!(october == listed, "recorded:\n{october:#?}\nlisted:\n{listed:#?}");
-    // Every event name of contract §9 is planted.
+    // Every event name is planted.
     let mut names: Vec<&str> = listed.iter().map(|r| r[3].as_deref().unwrap()).collect();
     names.sort_unstable();
     names.dedup();

@@ -696,7 +696,7 @@ fn pools(db: &Path) -> Pools {
 }
 
 /// The search index answers every search as SQL does: total, page and records, for several
-/// hundred generated combinations of the filters of contract §5 (a fixed seed), over the sample
+/// hundred generated combinations of the search filters (a fixed seed), over the sample
 /// dump, the real extract and a tiny synthetic month; and a stale index, or one of an earlier
 /// format, is not used.
 #[test]

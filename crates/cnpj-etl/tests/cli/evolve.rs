@@ -1,6 +1,6 @@
 //! `synth --evolve-from`: the months after a synthetic month build, carry the next month's date
 //! stamp, and the changes they plant are exactly the differences of the served values between
-//! the two datasets, by the event rules of contract §9, event by event.
+//! the two datasets, by the event rules of the history, event by event.
 
 use std::path::Path;
 
@@ -33,7 +33,7 @@ fn planted(manifest: &Value) -> Vec<Event> {
     events
 }
 
-/// Every event between two datasets by the rules of contract §9, computed in SQL on both files:
+/// Every event between two datasets by the event rules, computed in SQL on both files:
 /// establishments by CNPJ, companies (in Empresas in both months) by `cnpj_basico`, secondary
 /// CNAEs as sets, partners as multisets of (nome, documento, qualificacao), a company without a
 /// Simples row as not opted.
@@ -174,7 +174,7 @@ fn evolved_months_build_and_plant_exactly_the_changes_they_list() {
     for (pair, manifest) in built.windows(2).zip([&second, &third]) {
         let planted = planted(manifest);
         let count = |event: &str| planted.iter().filter(|e| e[0] == event).count() as u64;
-        // Every event of contract §9 but the tax regime (a synthetic month has no regime files).
+        // Every event but the tax regime's (a synthetic month has no regime files).
         for kind in cnpj_store::EVENTS.into_iter().filter(|&e| e != "tax_regime_changed") {
             assert!(count(kind) > 0, "no {kind} planted");
             assert_eq!(manifest["churn"][kind].as_u64(), Some(count(kind)), "{kind}");

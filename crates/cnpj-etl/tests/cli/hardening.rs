@@ -25,7 +25,7 @@ fn show(db: &Path, cnpj: &str) -> Value {
     serde_json::from_str(&crate::show(db, "pt-br", cnpj)).unwrap()
 }
 
-/// A valid CNPJ of a base and order (check digits of contract §1).
+/// A valid CNPJ of a base and order (its two check digits computed).
 fn cnpj(base_and_order: &str) -> String {
     let mut digits: Vec<u32> = base_and_order.bytes().map(|b| u32::from(b) - 48).collect();
     for weights in [&[5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2][..], &[6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]] {
