@@ -378,6 +378,7 @@ fn backoff(base: Duration, failures: u32) -> Duration {
     exp.mul_f64(0.5 + (x % 1000) as f64 / 1000.0)
 }
 
+/// One try at the file from byte `have` on: the request, the partial file, the body.
 fn attempt(
     agent: &ureq::Agent,
     auth: Option<&str>,
@@ -386,6 +387,19 @@ fn attempt(
     have: u64,
     observer: &dyn Observer,
 ) -> Result<(), Attempt> {
+    let response = call(agent, auth, file, part, have)?;
+    let (out, written) = open_part(&response, file, part, have)?;
+    copy_body(response, out, written, file, part, observer)
+}
+
+/// Asks for the file from byte `have` on; a refusal is a retry, a stall or fatal.
+fn call(
+    agent: &ureq::Agent,
+    auth: Option<&str>,
+    file: &RemoteFile,
+    part: &Path,
+    have: u64,
+) -> Result<ureq::Response, Attempt> {
     let mut request = agent.get(&file.url);
     if let Some(auth) = auth {
         request = request.set("Authorization", auth);
@@ -393,23 +407,28 @@ fn attempt(
     if have > 0 {
         request = request.set("Range", &format!("bytes={have}-"));
     }
-    let response = match request.call() {
-        Ok(r) => r,
+    match request.call() {
+        Ok(r) => Ok(r),
         Err(ureq::Error::Status(416, _)) => {
             truncate(part).map_err(Attempt::Fatal)?;
-            return Err(Attempt::Retry(format!(
+            Err(Attempt::Retry(format!(
                 "range {have}- not satisfiable: the server's file is smaller than the listing's {} bytes",
                 file.size
-            )));
+            )))
         }
         Err(ureq::Error::Status(code, _)) if code >= 500 || code == 429 || code == 408 => {
-            return Err(Attempt::Retry(format!("HTTP {code}")));
+            Err(Attempt::Retry(format!("HTTP {code}")))
         }
-        Err(ureq::Error::Status(code, _)) => return Err(Attempt::Fatal(format!("HTTP {code} for {}", file.url))),
-        Err(ureq::Error::Transport(e)) if timed_out(&e) => return Err(Attempt::Stall(e.to_string())),
-        Err(e) => return Err(Attempt::Retry(e.to_string())),
-    };
-    let (mut out, mut written) = match response.status() {
+        Err(ureq::Error::Status(code, _)) => Err(Attempt::Fatal(format!("HTTP {code} for {}", file.url))),
+        Err(ureq::Error::Transport(e)) if timed_out(&e) => Err(Attempt::Stall(e.to_string())),
+        Err(e) => Err(Attempt::Retry(e.to_string())),
+    }
+}
+
+/// The partial file to write the response into, and the bytes it already holds: appended to
+/// for a range from `have`, started over when the server ignores the range.
+fn open_part(response: &ureq::Response, file: &RemoteFile, part: &Path, have: u64) -> Result<(File, u64), Attempt> {
+    match response.status() {
         206 => {
             let start = response
                 .header("content-range")
@@ -421,7 +440,7 @@ fn attempt(
                 return Err(Attempt::Retry(format!("the server answered range {start:?} to a request from {have}")));
             }
             let f = OpenOptions::new().append(true).open(part).map_err(|e| Attempt::Fatal(e.to_string()))?;
-            (f, have)
+            Ok((f, have))
         }
         200 => {
             // The server ignores Range: start over.
@@ -434,10 +453,21 @@ fn attempt(
                     file.size
                 )));
             }
-            (f, 0)
+            Ok((f, 0))
         }
-        other => return Err(Attempt::Retry(format!("unexpected HTTP {other}"))),
-    };
+        other => Err(Attempt::Retry(format!("unexpected HTTP {other}"))),
+    }
+}
+
+/// Copies the response's body into `out` (holding `written` bytes), never past the listing's size.
+fn copy_body(
+    response: ureq::Response,
+    mut out: File,
+    mut written: u64,
+    file: &RemoteFile,
+    part: &Path,
+    observer: &dyn Observer,
+) -> Result<(), Attempt> {
     let mut body = response.into_reader();
     let mut buf = vec![0u8; 256 * 1024];
     loop {

@@ -494,136 +494,188 @@ pub(crate) fn write_index(
     build_id: &str,
 ) -> Result<(), SearchIndexError> {
     let io = |source| SearchIndexError::Io { path: path.to_owned(), source };
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
-    out.write_all(MAGIC).map_err(io)?;
-    let mut offset = MAGIC.len() as u64;
+    let mut file = IndexFile {
+        out: BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?),
+        path: path.to_owned(),
+        offset: 0,
+        bytes: Vec::new(),
+    };
+    file.write(MAGIC)?;
     let mut directory = Vec::new();
     put_varint(&mut directory, columns[0].rows);
     put_varint(&mut directory, columns[1].rows);
     for column in
         [|h: &HalfColumns| h.cnpjs.clone(), |h: &HalfColumns| h.days.clone(), |h: &HalfColumns| h.ceps.clone()]
     {
-        put_varint(&mut directory, offset);
+        put_varint(&mut directory, file.offset);
         for half in &columns {
-            let part = column(half);
-            let mut file = File::open(&part).map_err(|source| SearchIndexError::Io { path: part.clone(), source })?;
-            offset += std::io::copy(&mut file, &mut out).map_err(io)?;
+            file.copy(&column(half))?;
         }
     }
-    // A k-way merge of the spills by (table, key); each key's pieces are unioned.
-    let mut readers = Vec::new();
-    for spill in spills {
-        let file = File::open(spill).map_err(|source| SearchIndexError::Io { path: spill.clone(), source })?;
-        readers.push(Spill {
-            path: spill.clone(),
-            file: BufReader::with_capacity(1 << 16, file),
-            table: 0,
-            key: Vec::new(),
-            bitmap: Vec::new(),
-        });
-    }
-    let mut heap = BinaryHeap::new();
-    for (i, reader) in readers.iter_mut().enumerate() {
-        if reader.next()? {
-            heap.push(std::cmp::Reverse((reader.table, reader.key.clone(), i)));
-        }
-    }
-    let mut tables: Vec<Vec<Entry>> = vec![Vec::new(); TABLES.len()];
-    // Per phrase field: every establishment whose text holds a word twice.
+    let (mut tables, repeating) = file.merge_spills(spills)?;
+    let (before, since) = file.cumulative_decades(&tables[Table::Decada as usize])?;
     let fields = [Field::Fantasia, Field::Razao, Field::Bairro];
-    let mut repeating: [RoaringBitmap; 3] = Default::default();
-    let mut bytes = Vec::new();
-    let mut put = |out: &mut BufWriter<File>, bitmap: &RoaringBitmap, key: Vec<u8>| {
+    let mut repeats = Vec::with_capacity(fields.len());
+    for (field, set) in fields.iter().zip(&repeating) {
+        repeats.push((field.tables().2, vec![file.put(set, Vec::new())?]));
+    }
+    let names = TABLES.iter().map(|(_, name)| *name);
+    let derived = [(BEFORE, before), (SINCE, since)].into_iter().chain(repeats);
+    let all: Vec<(&str, Vec<Entry>)> = names.zip(tables.drain(..)).chain(derived).collect();
+    write_directory(&mut directory, &all, build_id);
+    file.write(&directory)?;
+    file.write(&xxhash_rust::xxh3::xxh3_64(&directory).to_le_bytes())?;
+    let at = file.offset - directory.len() as u64 - 8;
+    file.write(&at.to_le_bytes())?;
+    file.write(MAGIC)?;
+    let out = file.out.into_inner().map_err(|e| io(e.into_error()))?;
+    out.sync_all().map_err(io)
+}
+
+/// The search index file being written, and where its next byte goes.
+struct IndexFile {
+    out: BufWriter<File>,
+    path: PathBuf,
+    offset: u64,
+    /// A bitmap's bytes, reused.
+    bytes: Vec<u8>,
+}
+
+impl IndexFile {
+    fn io(&self, source: std::io::Error) -> SearchIndexError {
+        SearchIndexError::Io { path: self.path.clone(), source }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), SearchIndexError> {
+        self.out.write_all(bytes).map_err(|e| self.io(e))?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Appends the file at `part` (a column's half).
+    fn copy(&mut self, part: &Path) -> Result<(), SearchIndexError> {
+        let mut file = File::open(part).map_err(|source| SearchIndexError::Io { path: part.to_owned(), source })?;
+        self.offset += std::io::copy(&mut file, &mut self.out).map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    /// Writes `bitmap` (see [`encode`]); its directory entry under `key`.
+    fn put(&mut self, bitmap: &RoaringBitmap, key: Vec<u8>) -> Result<Entry, SearchIndexError> {
+        let mut bytes = std::mem::take(&mut self.bytes);
         let list = encode(bitmap, &mut bytes);
-        out.write_all(&bytes).map_err(io)?;
-        let size = (bytes.len() as u64) << 1 | u64::from(list);
-        let entry = (key, offset, size, xxhash_rust::xxh3::xxh3_64(&bytes) as u32);
-        offset += bytes.len() as u64;
-        Ok::<Entry, SearchIndexError>(entry)
-    };
-    while let Some(std::cmp::Reverse((table, key, first))) = heap.pop() {
-        let mut sources = vec![first];
-        while heap.peek().is_some_and(|std::cmp::Reverse((t, k, _))| *t == table && *k == key) {
-            let std::cmp::Reverse((_, _, i)) = heap.pop().expect("peeked");
-            sources.push(i);
+        let at = self.offset;
+        self.write(&bytes)?;
+        let entry = (key, at, (bytes.len() as u64) << 1 | u64::from(list), xxhash_rust::xxh3::xxh3_64(&bytes) as u32);
+        self.bytes = bytes;
+        Ok(entry)
+    }
+
+    /// Writes every posting table from a k-way merge of the spills by (table, key), each key's
+    /// pieces unioned: the tables' directory entries, and per phrase field every establishment
+    /// whose text holds a word twice.
+    fn merge_spills(&mut self, spills: &[PathBuf]) -> Result<(Vec<Vec<Entry>>, [RoaringBitmap; 3]), SearchIndexError> {
+        let mut readers = Vec::new();
+        for spill in spills {
+            let file = File::open(spill).map_err(|source| SearchIndexError::Io { path: spill.clone(), source })?;
+            readers.push(Spill {
+                path: spill.clone(),
+                file: BufReader::with_capacity(1 << 16, file),
+                table: 0,
+                key: Vec::new(),
+                bitmap: Vec::new(),
+            });
         }
-        let mut union = RoaringBitmap::new();
-        for &i in &sources {
-            let reader = &mut readers[i];
-            let piece = RoaringBitmap::deserialize_from(reader.bitmap.as_slice())
-                .map_err(|source| SearchIndexError::Io { path: reader.path.clone(), source })?;
-            union |= piece;
+        let mut heap = BinaryHeap::new();
+        for (i, reader) in readers.iter_mut().enumerate() {
             if reader.next()? {
                 heap.push(std::cmp::Reverse((reader.table, reader.key.clone(), i)));
             }
         }
-        if let Some(f) = fields.iter().position(|f| f.tables().1 as u8 == table) {
-            repeating[f] |= &union;
+        let mut tables: Vec<Vec<Entry>> = vec![Vec::new(); TABLES.len()];
+        let fields = [Field::Fantasia, Field::Razao, Field::Bairro];
+        let mut repeating: [RoaringBitmap; 3] = Default::default();
+        while let Some(std::cmp::Reverse((table, key, first))) = heap.pop() {
+            let mut sources = vec![first];
+            while heap.peek().is_some_and(|std::cmp::Reverse((t, k, _))| *t == table && *k == key) {
+                let std::cmp::Reverse((_, _, i)) = heap.pop().expect("peeked");
+                sources.push(i);
+            }
+            let mut union = RoaringBitmap::new();
+            for &i in &sources {
+                let reader = &mut readers[i];
+                let piece = RoaringBitmap::deserialize_from(reader.bitmap.as_slice())
+                    .map_err(|source| SearchIndexError::Io { path: reader.path.clone(), source })?;
+                union |= piece;
+                if reader.next()? {
+                    heap.push(std::cmp::Reverse((reader.table, reader.key.clone(), i)));
+                }
+            }
+            if let Some(f) = fields.iter().position(|f| f.tables().1 as u8 == table) {
+                repeating[f] |= &union;
+            }
+            let entry = self.put(&union, key)?;
+            tables[table as usize].push(entry);
         }
-        let entry = put(&mut out, &union, key)?;
-        tables[table as usize].push(entry);
+        Ok((tables, repeating))
     }
-    // The cumulative date tables, from the decades just written (read back one at a time).
-    out.flush().map_err(io)?;
-    let mut written = File::open(path).map_err(io)?;
-    let mut decade = |&(_, at, size, _): &Entry| {
-        written.seek(std::io::SeekFrom::Start(at)).map_err(io)?;
-        let mut bytes = vec![0; (size >> 1) as usize];
-        written.read_exact(&mut bytes).map_err(io)?;
-        let bitmap = match size & 1 {
-            1 => decode_list(&bytes),
-            _ => RoaringBitmap::deserialize_from(bytes.as_slice()).ok(),
+
+    /// Writes the cumulative date tables (`antes`, `desde`) from the decades just written, read
+    /// back one at a time; their directory entries.
+    fn cumulative_decades(&mut self, decades: &[Entry]) -> Result<(Vec<Entry>, Vec<Entry>), SearchIndexError> {
+        self.out.flush().map_err(|e| self.io(e))?;
+        let mut written = File::open(&self.path).map_err(|e| self.io(e))?;
+        let mut decade = |&(_, at, size, _): &Entry| {
+            written.seek(std::io::SeekFrom::Start(at))?;
+            let mut bytes = vec![0; (size >> 1) as usize];
+            written.read_exact(&mut bytes)?;
+            let bitmap = match size & 1 {
+                1 => decode_list(&bytes),
+                _ => RoaringBitmap::deserialize_from(bytes.as_slice()).ok(),
+            };
+            bitmap.ok_or_else(|| std::io::Error::other("a decade's bitmap does not read back"))
         };
-        bitmap.ok_or_else(|| io(std::io::Error::other("a decade's bitmap does not read back")))
-    };
-    let decades = &tables[Table::Decada as usize];
-    let (mut before, mut since) = (Vec::new(), Vec::new());
-    let mut running = RoaringBitmap::new();
-    for (i, entry) in decades.iter().enumerate() {
-        if i > 0 {
-            before.push(put(&mut out, &running, entry.0.clone())?);
+        let (mut before, mut since) = (Vec::new(), Vec::new());
+        let mut running = RoaringBitmap::new();
+        for (i, entry) in decades.iter().enumerate() {
+            if i > 0 {
+                before.push(self.put(&running, entry.0.clone())?);
+            }
+            running |= decade(entry).map_err(|e| self.io(e))?;
         }
-        running |= decade(entry)?;
+        // Each table's bitmaps follow one another in key order (the directory holds only lengths).
+        running.clear();
+        let mut later = Vec::with_capacity(decades.len());
+        for entry in decades.iter().rev() {
+            running |= decade(entry).map_err(|e| self.io(e))?;
+            later.push(running.clone());
+        }
+        drop(running);
+        for (entry, set) in decades.iter().zip(later.iter().rev()) {
+            since.push(self.put(set, entry.0.clone())?);
+        }
+        Ok((before, since))
     }
-    // Each table's bitmaps follow one another in key order (the directory holds only lengths).
-    running.clear();
-    let mut later = Vec::with_capacity(decades.len());
-    for entry in decades.iter().rev() {
-        running |= decade(entry)?;
-        later.push(running.clone());
-    }
-    drop(running);
-    for (entry, set) in decades.iter().zip(later.iter().rev()) {
-        since.push(put(&mut out, set, entry.0.clone())?);
-    }
-    drop(later);
-    let mut repeats = Vec::with_capacity(fields.len());
-    for (field, set) in fields.iter().zip(&repeating) {
-        repeats.push((field.tables().2, vec![put(&mut out, set, Vec::new())?]));
-    }
-    put_varint(&mut directory, (TABLES.len() + 2 + repeats.len()) as u64);
-    let derived = [(BEFORE, &before), (SINCE, &since)].into_iter().chain(repeats.iter().map(|(n, k)| (*n, k)));
-    for (name, keys) in TABLES.iter().map(|(_, name)| *name).zip(&tables).chain(derived) {
-        put_varint(&mut directory, name.len() as u64);
+}
+
+/// The directory: the tables (name, key count, first bitmap's offset; per key its text, size and
+/// checksum), then the build id.
+fn write_directory(directory: &mut Vec<u8>, tables: &[(&str, Vec<Entry>)], build_id: &str) {
+    put_varint(directory, tables.len() as u64);
+    for (name, keys) in tables {
+        put_varint(directory, name.len() as u64);
         directory.extend_from_slice(name.as_bytes());
-        put_varint(&mut directory, keys.len() as u64);
-        put_varint(&mut directory, keys.first().map_or(0, |k| k.1));
+        put_varint(directory, keys.len() as u64);
+        put_varint(directory, keys.first().map_or(0, |k| k.1));
         for (i, (key, at, size, checksum)) in keys.iter().enumerate() {
             assert!(i == 0 || keys[i - 1].1 + (keys[i - 1].2 >> 1) == *at, "a table's bitmaps follow one another");
-            put_varint(&mut directory, key.len() as u64);
+            put_varint(directory, key.len() as u64);
             directory.extend_from_slice(key);
-            put_varint(&mut directory, *size);
+            put_varint(directory, *size);
             directory.extend_from_slice(&checksum.to_le_bytes());
         }
     }
-    put_varint(&mut directory, build_id.len() as u64);
+    put_varint(directory, build_id.len() as u64);
     directory.extend_from_slice(build_id.as_bytes());
-    out.write_all(&directory).map_err(io)?;
-    out.write_all(&xxhash_rust::xxh3::xxh3_64(&directory).to_le_bytes()).map_err(io)?;
-    out.write_all(&offset.to_le_bytes()).map_err(io)?;
-    out.write_all(MAGIC).map_err(io)?;
-    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)
 }
 
 /// The keys of one posting table, `\n`-separated in one buffer (so that words can be searched
