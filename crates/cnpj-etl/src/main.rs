@@ -4,6 +4,7 @@
 //! not found); 2 invalid arguments; 3 the guard refused the month (`build`, `run`); 4 nothing new
 //! (`run`: the dataset already holds the newest month and nothing was published since).
 
+mod metrics_file;
 mod progress;
 
 use std::io::{IsTerminal, Write};
@@ -121,6 +122,13 @@ enum Command {
         guard: GuardArgs,
         #[command(flatten)]
         source: SourceArgs,
+        /// When the run ends, whatever its outcome, write its metrics here (replaced atomically)
+        /// in the Prometheus text format of node_exporter's textfile collector: end time, last
+        /// success time (kept from the file this replaces when the run did not exit 0), duration,
+        /// exit code, guard refusal, and the month, build id, rows loaded and rejected of the
+        /// dataset --db holds.
+        #[arg(long, value_name = "PATH", value_parser = metrics_file::path_arg)]
+        metrics_file: Option<PathBuf>,
     },
     /// Write a synthetic month of RFB zips (format-faithful, deterministic for a seed) at a scale
     /// (1.0 ≈ a full 2026 month: 69 M companies, 72 M establishments), or with --evolve-from the
@@ -523,7 +531,7 @@ fn main() -> ExitCode {
     // Colours only on a terminal: a log file or a pipe gets plain text.
     let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
-    match run(cli) {
+    match metrics_file::recorded(cli, run) {
         Ok(code) => code,
         // The reader of stdout went away (`| head -1`): it had what it wanted.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
@@ -621,6 +629,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             checks,
             guard,
             source,
+            metrics_file: _,
         } => {
             // Every output is checked before anything is downloaded.
             std::fs::create_dir_all(&work).with_context(|| format!("--work {}: cannot create it", work.display()))?;
