@@ -143,6 +143,13 @@ pub struct RunArgs {
     pub guard: GuardArgs,
     #[command(flatten)]
     pub source: SourceArgs,
+    /// When the run ends, whatever its outcome, write its metrics here (replaced atomically)
+    /// in the Prometheus text format of node_exporter's textfile collector: end time, last
+    /// success time (kept from the file this replaces when the run did not exit 0), duration,
+    /// exit code, guard refusal, and the month, build id, rows loaded and rejected of the
+    /// dataset --db holds.
+    #[arg(long, value_name = "PATH", value_parser = writable_path)]
+    pub metrics_file: Option<PathBuf>,
 }
 
 /// The options of `synth` (its help: [`Command::Synth`]).
@@ -470,6 +477,13 @@ impl SourceArgs {
         opts.stall = std::time::Duration::from_secs(self.stall_seconds.max(1));
         opts
     }
+}
+
+/// A file that can be written (`--metrics-file`: checked before the run starts).
+fn writable_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    cnpj_build::writable_file(&path)?;
+    Ok(path)
 }
 
 #[cfg(test)]

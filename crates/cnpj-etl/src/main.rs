@@ -6,6 +6,7 @@
 
 mod cli;
 mod commands;
+mod metrics_file;
 mod progress;
 
 use std::io::IsTerminal;
@@ -28,7 +29,7 @@ pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 failure; 2 invalid argume
 fn main() -> ExitCode {
     let cli = Cli::parse();
     install_logger(cli.verbose, cli.quiet);
-    match dispatch(cli) {
+    match metrics_file::recorded(cli, dispatch) {
         Ok(code) => code,
         // The reader of stdout went away (`| head -1`): it had what it wanted.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

@@ -1,8 +1,10 @@
 //! The systemd units of `deploy/`: `systemd-analyze verify` on a copy whose binaries are the ones
 //! built here, the API's sandbox (its directives, and `systemd-analyze security`'s exposure), the
-//! run service's exit codes and reload, the timer's calendar (monthly), and the example
-//! environment files against the variables the units use. `systemd-analyze` comes with Debian's
-//! `systemd` package (`scripts/setup-test-deps` installs it).
+//! run service's exit codes, reload and metrics file, the timer's calendar (monthly), and the
+//! example environment files against the variables the units use. `systemd-analyze` comes with
+//! Debian's `systemd` package. The alert rules of `deploy/prometheus/` through `promtool check
+//! rules` and `promtool test rules`, and the dashboard's queries through `promtool check rules`
+//! (Debian's `prometheus` package). `scripts/setup-test-deps` installs both.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -134,6 +136,11 @@ fn the_run_is_a_monthly_oneshot_whose_nothing_new_is_no_failure() {
     );
     let (run, api) = (env_file("run.env"), env_file("api.env"));
     assert_eq!(run["CNPJ_DB"], api["CNPJ_DB"], "the API serves what the run builds");
+    assert!(value(unit, "ExecStart").contains(" --metrics-file ${CNPJ_METRICS_FILE} "));
+    // The sandbox lets the run write its metrics file ("-": a folder that may be missing).
+    let metrics_folder = value(unit, "ReadWritePaths");
+    let metrics_folder = metrics_folder.strip_prefix('-').unwrap_or(&metrics_folder);
+    assert_eq!(Path::new(&run["CNPJ_METRICS_FILE"]).parent(), Some(Path::new(metrics_folder)));
 
     let timer = "cnpj-etl-run.timer";
     assert_eq!(value(timer, "Persistent"), "true");
@@ -184,4 +191,63 @@ fn env_file(name: &str) -> HashMap<String, String> {
         }
     }
     vars
+}
+
+fn promtool(dir: &Path, args: &[&str]) -> Output {
+    Command::new("promtool").args(args).current_dir(dir).output().unwrap_or_else(|e| {
+        panic!(
+            "promtool does not run ({e}): install it (Debian: apt-get install prometheus; scripts/setup-test-deps does)"
+        )
+    })
+}
+
+fn said(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), text(out))
+}
+
+/// The alert rules pass `promtool check rules`, and their tests (`rules_test.yml`, which makes
+/// every alert fire and not fire) pass `promtool test rules`.
+#[test]
+fn the_alert_rules_pass_promtool_and_their_tests() {
+    let dir = deploy().join("prometheus");
+    let out = promtool(&dir, &["check", "rules", "rules.yml"]);
+    assert!(out.status.success(), "promtool check rules: {}", said(&out));
+    let out = promtool(&dir, &["test", "rules", "rules_test.yml"]);
+    assert!(out.status.success(), "promtool test rules: {}", said(&out));
+    let [rules, tests] = ["rules.yml", "rules_test.yml"].map(|f| std::fs::read_to_string(dir.join(f)).unwrap());
+    let alert = regex::Regex::new(r"(?m)^\s*- alert: (\w+)$").unwrap();
+    let alerts: Vec<&str> = alert.captures_iter(&rules).map(|c| c.get(1).unwrap().as_str()).collect();
+    assert!(alerts.len() >= 8, "{alerts:?}");
+    for name in alerts {
+        assert!(tests.contains(&format!("alertname: {name}\n")), "rules_test.yml does not test {name}");
+    }
+}
+
+/// Every query of the Grafana dashboard is PromQL that promtool accepts (each checked as a
+/// recording rule, Grafana's variables replaced by values).
+#[test]
+fn the_dashboards_queries_are_promql() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(deploy().join("prometheus/dashboard.json")).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    let exprs: Vec<&str> = panels
+        .iter()
+        .filter_map(|p| p["targets"].as_array())
+        .flatten()
+        .map(|t| t["expr"].as_str().expect("a target with an expr"))
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let rules: String = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, expr)| {
+            let expr = expr.replace("$__rate_interval", "5m").replace("$instance", ".*");
+            format!("      - record: dashboard:query_{i}\n        expr: {}\n", serde_json::to_string(&expr).unwrap())
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("dashboard.yml"), format!("groups:\n  - name: dashboard\n    rules:\n{rules}"))
+        .unwrap();
+    let out = promtool(dir.path(), &["check", "rules", "dashboard.yml"]);
+    assert!(out.status.success(), "promtool check rules on the dashboard's queries: {}", said(&out));
 }

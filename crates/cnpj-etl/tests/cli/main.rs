@@ -18,7 +18,9 @@
 //! - `report_page`: the build report's HTML page, its charts measured in headless Chromium.
 //! - `runs`: `run` month after month against a loopback RFB server: publication into Postgres,
 //!   nothing new, the month's reports, failed and refused months.
-//! - `deploy`: the systemd units of `deploy/`, checked by `systemd-analyze`.
+//! - `run_metrics`: `run --metrics-file` after each outcome of a run, linted by promtool.
+//! - `deploy`: the systemd units of `deploy/`, checked by `systemd-analyze`; the Prometheus rules
+//!   and dashboard of `deploy/prometheus/`, checked and tested by `promtool`.
 //! - `tidy`: the house rules over every source file of `crates/` (a `//!` line first, no circle
 //!   between the files of a crate, long functions only as listed in `long-functions.txt`).
 //! - `package`: the binaries outside the checkout: the release tarball of `scripts/package`
@@ -35,6 +37,7 @@ mod fuzz;
 mod hardening;
 mod package;
 mod report_page;
+mod run_metrics;
 mod runs;
 mod tidy;
 

@@ -14,22 +14,22 @@ pub(crate) const EXIT_REFUSED: i32 = 3;
 pub(crate) const EXIT_NOTHING_NEW: i32 = 4;
 
 /// A work folder and a dataset, run against one RFB server.
-struct Runner {
+pub(crate) struct Runner {
     _dir: tempfile::TempDir,
     base: String,
-    work: PathBuf,
-    db: PathBuf,
+    pub(crate) work: PathBuf,
+    pub(crate) db: PathBuf,
 }
 
 impl Runner {
-    fn new(rfb: &Rfb) -> Runner {
+    pub(crate) fn new(rfb: &Rfb) -> Runner {
         let dir = tempfile::tempdir().unwrap();
         let (work, db) = (dir.path().join("work"), dir.path().join("registry.duckdb"));
         Runner { _dir: dir, base: rfb.base.clone(), work, db }
     }
 
     /// `run --quiet` of the latest month with `extra` arguments.
-    fn run(&self, extra: &[&str]) -> Output {
+    pub(crate) fn run(&self, extra: &[&str]) -> Output {
         let mut args = vec!["run", "--quiet", "--legacy", "--base-url", &self.base, "--parallel", "2"];
         args.extend(["--work", self.work.to_str().unwrap(), "--db", self.db.to_str().unwrap()]);
         args.extend(extra);
@@ -37,7 +37,7 @@ impl Runner {
     }
 
     /// A month's folder in the work folder.
-    fn month(&self, month: &str) -> PathBuf {
+    pub(crate) fn month(&self, month: &str) -> PathBuf {
         self.work.join(month)
     }
 
@@ -49,7 +49,7 @@ impl Runner {
             .collect()
     }
 
-    fn build_id(&self) -> String {
+    pub(crate) fn build_id(&self) -> String {
         query(&self.db, "SELECT value FROM metadata WHERE key = 'build_id'").remove(0).remove(0)
     }
 }
@@ -70,16 +70,16 @@ fn names(reports: &[(String, Vec<u8>)]) -> Vec<&str> {
     reports.iter().map(|(name, _)| name.as_str()).collect()
 }
 
-fn json(path: &Path) -> Value {
+pub(crate) fn json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-fn assert_code(out: &Output, code: i32) {
+pub(crate) fn assert_code(out: &Output, code: i32) {
     assert_eq!(out.status.code(), Some(code), "{}", text(out));
 }
 
 /// The sample dump's next month with one lookup table emptied: a month the checks refuse.
-fn broken_next_month(dir: &Path) -> PathBuf {
+pub(crate) fn broken_next_month(dir: &Path) -> PathBuf {
     let month = dir.join("broken-2026-10");
     copy_dir(&root().join("data/sample-dump-next"), &month);
     let (member, _) = first_member(&month.join("Cnaes.zip"));
