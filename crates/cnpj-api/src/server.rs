@@ -1,5 +1,5 @@
-//! The HTTP service: routes, authentication and rate limiting, what each endpoint answers, credits,
-//! dataset swap.
+//! The HTTP service: routes, authentication and rate limiting, what each endpoint answers (for its
+//! route and its MCP tool alike), credits, dataset swap.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -85,8 +85,14 @@ pub const MAX_BODY: usize = 64 * 1024;
 pub const MAX_URI: usize = 8 * 1024;
 
 /// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
-/// authentication (so it is neither charged nor counted by the rate limit).
-pub fn router(state: Shared, body_timeout: Duration) -> Router {
+/// authentication (so it is neither charged nor counted by the rate limit). `mcp` answers `/mcp`
+/// (the MCP endpoint, whose tools call the functions below).
+pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M) -> Router
+where
+    M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
+    M::Response: IntoResponse,
+    M::Future: Send + 'static,
+{
     let authenticate = || middleware::from_fn_with_state(Arc::clone(&state), authenticate);
     let gets = Router::new()
         .route("/api/v1/companies/search", get(search_route).fallback(not_allowed("GET")))
@@ -106,9 +112,15 @@ pub fn router(state: Shared, body_timeout: Duration) -> Router {
         .route("/api/v1/companies/batch", post(batch_route).fallback(not_allowed("POST")))
         .route_layer(authenticate())
         .route_layer(middleware::from_fn_with_state("POST", only_method));
+    // Authenticated and rate-limited as the REST routes are (its tools charge as they do).
+    let mcp = Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(authenticate())
+        .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
         .merge(gets)
         .merge(posts)
+        .merge(mcp)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
@@ -281,7 +293,8 @@ async fn batch_route(
     batch(&state, &user, &params, &body).await.map(Json)
 }
 
-// What each endpoint answers (the whole JSON body), apart from how its request arrived.
+// What each endpoint answers (the whole JSON body), for its route and its MCP tool alike
+// (`crate::mcp`): one path for validation, prices, locales and errors.
 
 /// A detail record (the CNPJ as sent in the path).
 pub async fn detail(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Value, ApiError> {
