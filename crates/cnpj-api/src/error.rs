@@ -31,6 +31,35 @@ impl ApiError {
         errors.insert(param.to_owned(), json!([message.into()]));
         ApiError::BadRequest(errors)
     }
+
+    /// The status and message of the error table.
+    fn status(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "Invalid input parameters"),
+            ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),
+            ApiError::InsufficientCredits => (StatusCode::PAYMENT_REQUIRED, "Insufficient credits."),
+            ApiError::CompanyNotFound => (StatusCode::NOT_FOUND, "Company not found."),
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "Not found."),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
+            ApiError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "Request timeout."),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large."),
+            ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI too long."),
+            ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "Too many requests."),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error."),
+        }
+    }
+
+    /// The JSON envelope (an internal error's detail goes to the log only).
+    pub fn body(&self) -> Value {
+        if let ApiError::Internal(detail) = self {
+            tracing::error!(%detail, "internal error");
+        }
+        let mut body = json!({"success": false, "message": self.status().1});
+        if let ApiError::BadRequest(errors) = self {
+            body["errors"] = Value::Object(errors.clone());
+        }
+        body
+    }
 }
 
 impl<E: std::fmt::Display> From<E> for ApiError
@@ -44,27 +73,7 @@ where
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, message) = match &self {
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "Invalid input parameters"),
-            ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),
-            ApiError::InsufficientCredits => (StatusCode::PAYMENT_REQUIRED, "Insufficient credits."),
-            ApiError::CompanyNotFound => (StatusCode::NOT_FOUND, "Company not found."),
-            ApiError::NotFound => (StatusCode::NOT_FOUND, "Not found."),
-            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
-            ApiError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "Request timeout."),
-            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large."),
-            ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI too long."),
-            ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "Too many requests."),
-            ApiError::Internal(detail) => {
-                tracing::error!(%detail, "internal error");
-                (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error.")
-            }
-        };
-        let mut body = json!({"success": false, "message": message});
-        if let ApiError::BadRequest(errors) = &self {
-            body["errors"] = Value::Object(errors.clone());
-        }
-        let mut response = (status, Json(body)).into_response();
+        let mut response = (self.status().0, Json(self.body())).into_response();
         match self {
             ApiError::Unauthenticated => {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -1,10 +1,11 @@
 //! `cnpj-api`: serves a registry dataset read-only over HTTP (search, detail, batch, changes,
-//! reference data, cities), and the operator's account commands. Exit codes: 0 success; 1 failure;
-//! 2 invalid arguments.
+//! reference data, cities; and the same as MCP tools for agents, `/mcp`), and the operator's
+//! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
 
 mod docs;
 mod error;
 mod limits;
+mod mcp;
 mod params;
 mod serve;
 mod server;
@@ -233,7 +234,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     idle_timeout: Duration::from_secs(idle_timeout),
                     max_connections: max_connections as usize,
                 };
-                let router = server::router(state, Duration::from_secs(body_timeout));
+                let tools = mcp::service(Arc::clone(&state));
+                let router = server::router(state, Duration::from_secs(body_timeout), tools);
                 serve::serve(listener, router, limits, server::shutdown_signal()).await?;
                 anyhow::Ok(())
             })

@@ -55,6 +55,11 @@ impl Params {
         params
     }
 
+    /// Values already decoded (an MCP tool's arguments, `crate::mcp`).
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Params {
+        Params { values: pairs.into_iter().collect(), undecodable: HashSet::new() }
+    }
+
     /// The value of `name` as sent: `None` when absent; a 400 when it is empty or not UTF-8.
     fn get(&self, name: &str) -> Result<Option<&str>, ApiError> {
         if self.undecodable.contains(name) {

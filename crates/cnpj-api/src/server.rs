@@ -1,4 +1,5 @@
-//! The HTTP service: routes, authentication and rate limiting, credits, dataset swap.
+//! The HTTP service: routes, authentication and rate limiting, what each endpoint answers (for its
+//! route and its MCP tool alike), credits, dataset swap.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -84,17 +85,23 @@ pub const MAX_BODY: usize = 64 * 1024;
 pub const MAX_URI: usize = 8 * 1024;
 
 /// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
-/// authentication (so it is neither charged nor counted by the rate limit).
-pub fn router(state: Shared, body_timeout: Duration) -> Router {
+/// authentication (so it is neither charged nor counted by the rate limit). `mcp` answers `/mcp`
+/// (the MCP endpoint, whose tools call the functions below).
+pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M) -> Router
+where
+    M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
+    M::Response: IntoResponse,
+    M::Future: Send + 'static,
+{
     let authenticate = || middleware::from_fn_with_state(Arc::clone(&state), authenticate);
     let gets = Router::new()
-        .route("/api/v1/companies/search", get(search).fallback(not_allowed("GET")))
+        .route("/api/v1/companies/search", get(search_route).fallback(not_allowed("GET")))
         // A catch-all, so that a masked CNPJ with a raw `/` (11.222.333/0001-81) still matches;
         // `…/history` is a company's history.
-        .route("/api/v1/companies/{*cnpj}", get(detail).fallback(not_allowed("GET")))
-        .route("/api/v1/changes", get(changes).fallback(not_allowed("GET")))
-        .route("/api/v1/reference-data", get(reference_data).fallback(not_allowed("GET")))
-        .route("/api/v1/cities", get(cities).fallback(not_allowed("GET")))
+        .route("/api/v1/companies/{*cnpj}", get(detail_route).fallback(not_allowed("GET")))
+        .route("/api/v1/changes", get(changes_route).fallback(not_allowed("GET")))
+        .route("/api/v1/reference-data", get(reference_data_route).fallback(not_allowed("GET")))
+        .route("/api/v1/cities", get(cities_route).fallback(not_allowed("GET")))
         .route_layer(authenticate())
         .route("/healthz", get(healthz).fallback(not_allowed("GET")))
         .route("/api/v1/openapi.json", get(openapi).fallback(not_allowed("GET")))
@@ -102,12 +109,18 @@ pub fn router(state: Shared, body_timeout: Duration) -> Router {
         .route("/docs/{file}", get(docs::asset).fallback(not_allowed("GET")))
         .route_layer(middleware::from_fn_with_state("GET", only_method));
     let posts = Router::new()
-        .route("/api/v1/companies/batch", post(batch).fallback(not_allowed("POST")))
+        .route("/api/v1/companies/batch", post(batch_route).fallback(not_allowed("POST")))
+        .route_layer(authenticate())
+        .route_layer(middleware::from_fn_with_state("POST", only_method));
+    // Authenticated and rate-limited as the REST routes are (its tools charge as they do).
+    let mcp = Router::new()
+        .route_service("/mcp", mcp)
         .route_layer(authenticate())
         .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
         .merge(gets)
         .merge(posts)
+        .merge(mcp)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
@@ -225,7 +238,8 @@ async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], include_str!("../../../schemas/openapi.json"))
 }
 
-async fn detail(
+/// GET /api/v1/companies/{cnpj}, and `…/history`.
+async fn detail_route(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
     cnpj: Result<Path<String>, PathRejection>,
@@ -233,26 +247,70 @@ async fn detail(
 ) -> Result<Json<Value>, ApiError> {
     // A path that does not decode to UTF-8 (`%FF`) is no CNPJ either.
     let Path(cnpj) = cnpj.map_err(|_| ApiError::invalid("cnpj", "Invalid CNPJ: not UTF-8 text."))?;
-    if let Some(cnpj) = cnpj.strip_suffix("/history") {
-        return history(&state, &user, cnpj, &params).await;
+    match cnpj.strip_suffix("/history") {
+        Some(cnpj) => history(&state, &user, cnpj, &params).await.map(Json),
+        None => detail(&state, &user, &cnpj, &params).await.map(Json),
     }
-    let locale = params::locale(&params)?;
-    let query = CnpjQuery::parse(&cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
-    let store = state.store();
-    let record = blocking(move || Ok(store.detail(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
-    charge(&state, &user, state.prices.detail, "detail").await?;
-    Ok(Json(json!({"success": true, "data": record})))
 }
 
-async fn search(
+async fn search_route(
     State(state): State<Shared>,
     Extension(user): Extension<User>,
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    let locale = params::locale(&params)?;
-    let (page, per_page) = params::pagination(&params)?;
-    let filters = params::search_filters(&params)?;
-    let too_broad = params::too_broad(&params);
+    search(&state, &user, &params).await.map(Json)
+}
+
+async fn changes_route(
+    State(state): State<Shared>,
+    Extension(user): Extension<User>,
+    params: Params,
+) -> Result<Json<Value>, ApiError> {
+    changes(&state, &user, &params).await.map(Json)
+}
+
+async fn reference_data_route(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
+    reference_data(&state, &params).map(Json)
+}
+
+async fn cities_route(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
+    cities(&state, &params).map(Json)
+}
+
+async fn batch_route(
+    State(state): State<Shared>,
+    Extension(user): Extension<User>,
+    params: Params,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::invalid("body", e.body_text())
+        }
+    })?;
+    batch(&state, &user, &params, &body).await.map(Json)
+}
+
+// What each endpoint answers (the whole JSON body), for its route and its MCP tool alike
+// (`crate::mcp`): one path for validation, prices, locales and errors.
+
+/// A detail record (the CNPJ as sent in the path).
+pub async fn detail(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Value, ApiError> {
+    let locale = params::locale(params)?;
+    let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
+    let store = state.store();
+    let record = blocking(move || Ok(store.detail(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
+    charge(state, user, state.prices.detail, "detail").await?;
+    Ok(json!({"success": true, "data": record}))
+}
+
+pub async fn search(state: &Shared, user: &User, params: &Params) -> Result<Value, ApiError> {
+    let locale = params::locale(params)?;
+    let (page, per_page) = params::pagination(params)?;
+    let filters = params::search_filters(params)?;
+    let too_broad = params::too_broad(params);
     let store = state.store();
     let (total, records) = blocking(move || match store.search(&filters, page, per_page, locale) {
         Err(StoreError::OverBudget) => Err(too_broad),
@@ -260,42 +318,38 @@ async fn search(
     })
     .await?;
     if !records.is_empty() {
-        charge(&state, &user, state.prices.search, "search").await?;
+        charge(state, user, state.prices.search, "search").await?;
     }
     let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
     body.extend(pagination(total, page, per_page, records.len()));
     body.insert("data".into(), records.iter().map(|r| r.search_item()).collect());
-    Ok(Json(Value::Object(body)))
+    Ok(Value::Object(body))
 }
 
 /// GET /api/v1/companies/{cnpj}/history: priced like detail, 1 when it answers.
-async fn history(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Json<Value>, ApiError> {
+pub async fn history(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
     let store = state.store();
     let items = blocking(move || Ok(store.history(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
     charge(state, user, state.prices.detail, "history").await?;
-    Ok(Json(json!({"success": true, "data": items})))
+    Ok(json!({"success": true, "data": items}))
 }
 
 /// GET /api/v1/changes: the envelope and pagination of search, priced like it.
-async fn changes(
-    State(state): State<Shared>,
-    Extension(user): Extension<User>,
-    params: Params,
-) -> Result<Json<Value>, ApiError> {
-    let locale = params::locale(&params)?;
-    let (page, per_page) = params::pagination(&params)?;
-    let filters = params::change_filters(&params)?;
+pub async fn changes(state: &Shared, user: &User, params: &Params) -> Result<Value, ApiError> {
+    let locale = params::locale(params)?;
+    let (page, per_page) = params::pagination(params)?;
+    let filters = params::change_filters(params)?;
     let store = state.store();
     let (total, items) = blocking(move || Ok(store.changes(&filters, page, per_page, locale)?)).await?;
     if !items.is_empty() {
-        charge(&state, &user, state.prices.search, "changes").await?;
+        charge(state, user, state.prices.search, "changes").await?;
     }
     let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
     body.extend(pagination(total, page, per_page, items.len()));
     body.insert("data".into(), json!(items));
-    Ok(Json(Value::Object(body)))
+    Ok(Value::Object(body))
 }
 
 /// A page's pagination fields (an empty page has `from` = `to` = 0).
@@ -314,45 +368,34 @@ fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json:
     map
 }
 
-async fn reference_data(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
-    let locale = params::locale(&params)?;
-    Ok(Json(json!({"success": true, "data": state.store().reference_data(locale)})))
+pub fn reference_data(state: &AppState, params: &Params) -> Result<Value, ApiError> {
+    let locale = params::locale(params)?;
+    Ok(json!({"success": true, "data": state.store().reference_data(locale)}))
 }
 
-async fn cities(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
-    params::locale(&params)?;
-    let (page, per_page) = params::pagination(&params)?;
-    let state_filter = params::city_state(&params)?;
-    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(&params)?, page, per_page);
+pub fn cities(state: &AppState, params: &Params) -> Result<Value, ApiError> {
+    params::locale(params)?;
+    let (page, per_page) = params::pagination(params)?;
+    let state_filter = params::city_state(params)?;
+    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(params)?, page, per_page);
     let pages = pagination(total, page, per_page, items.len());
-    Ok(Json(json!({"success": true, "data": items, "pagination": pages})))
+    Ok(json!({"success": true, "data": items, "pagination": pages}))
 }
 
 const INVALID_FORMAT: &str = "Invalid CNPJ format. Provide 8 digits (cnpj_basico) or 14 digits (full CNPJ).";
 
-async fn batch(
-    State(state): State<Shared>,
-    Extension(user): Extension<User>,
-    params: Params,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
-        } else {
-            ApiError::invalid("body", e.body_text())
-        }
-    })?;
-    let locale = params::locale(&params)?;
-    let entries = batch_entries(&body)?;
+/// POST /api/v1/companies/batch, its body as sent.
+pub async fn batch(state: &Shared, user: &User, params: &Params, body: &[u8]) -> Result<Value, ApiError> {
+    let locale = params::locale(params)?;
+    let entries = batch_entries(body)?;
     let total_requested = entries.len();
     let items = distinct(entries);
     let store = state.store();
-    let lookup_state = Arc::clone(&state);
+    let lookup_state = Arc::clone(state);
     let results = blocking(move || look_up(&lookup_state, &store, items, locale)).await?;
     let found = results.iter().filter(|(_, r)| matches!(r, Ok(Some(_)))).count() as i64;
     let cost = found * state.prices.batch_item;
-    let remaining = charge(&state, &user, cost, "batch").await?;
+    let remaining = charge(state, user, cost, "batch").await?;
     let data: Vec<Value> = results
         .into_iter()
         .map(|(cnpj, result)| match result {
@@ -361,14 +404,14 @@ async fn batch(
             Err(()) => json!({"cnpj": cnpj, "success": false, "error": INVALID_FORMAT}),
         })
         .collect();
-    Ok(Json(json!({
+    Ok(json!({
         "success": true,
         "data": data,
         "total_requested": total_requested,
         "total_found": found,
         "credits_used": cost,
         "credits_remaining": remaining,
-    })))
+    }))
 }
 
 /// The entries of a batch's body, `{"cnpjs": [1 to 100 strings]}` and nothing else.

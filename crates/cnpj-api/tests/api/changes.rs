@@ -13,7 +13,7 @@ use super::{AccountsAt, Reply, Server, error_of, get, pg_database, pg_server, pu
 
 /// Builds `input` into `db`, comparing it with `previous` (a small month trips the guard's
 /// thresholds: one establishment of a dozen is far more than 1 %).
-fn build_month(input: &Path, db: &Path, previous: Option<&Path>) {
+pub(super) fn build_month(input: &Path, db: &Path, previous: Option<&Path>) {
     let mut options = cnpj_build::BuildOptions::new(input, db);
     options.previous = previous.map(Path::to_owned);
     options.accept_anomalies = true;
@@ -39,7 +39,7 @@ fn three_months(dir: &Path) -> [PathBuf; 3] {
 }
 
 /// A server over `db`, with SQLite accounts in `dir`.
-fn serve(dir: tempfile::TempDir, db: PathBuf, extra: &[&str]) -> Server {
+pub(super) fn serve(dir: tempfile::TempDir, db: PathBuf, extra: &[&str]) -> Server {
     let accounts = AccountsAt::File(dir.path().join("accounts.sqlite"));
     let dataset = vec!["--db".into(), db.clone().into()];
     Server::spawn(dir, db, dataset, accounts, extra)

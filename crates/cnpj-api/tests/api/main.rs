@@ -3,10 +3,11 @@
 //! the same over Postgres (the throwaway cluster that `scripts/test` starts): byte-for-byte parity
 //! with DuckDB, replicas sharing credits and the rate limit, publication swaps. Module `changes`:
 //! month over month, over the sample dump and its next month. Module `docs`: the API reference
-//! page in headless Chromium.
+//! page in headless Chromium. Module `mcp`: the MCP endpoint driven by the official Python SDK.
 
 mod changes;
 mod docs;
+mod mcp;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,0 +1,475 @@
+//! The MCP endpoint, `/mcp`: the Model Context Protocol's streamable HTTP transport (the `rmcp`
+//! SDK), stateless and answering JSON, so that any replica answers any call. One tool per read
+//! endpoint of the REST API: a tool's arguments are read as that endpoint's query string (and a
+//! batch's body) and handed to the very function its route calls, for the same validation,
+//! prices, locales and errors. The HTTP request was authenticated and counted by the rate limit
+//! before it got here (the route's layers); its user rides in the request's extensions.
+
+use std::sync::Arc;
+
+use axum::http::request::Parts;
+use cnpj_accounts::User;
+use rmcp::handler::server::common::schema_for_input;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::params::Params;
+use crate::server::{self, AppState};
+
+/// The `/mcp` service. No session (each POST stands alone) and JSON answers, not event streams:
+/// only POST is answered. The `Host` header is not checked against a list: every call carries a
+/// Bearer token, which a DNS-rebinding page does not have.
+pub fn service(state: Arc<AppState>) -> StreamableHttpService<Tools, NeverSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .disable_allowed_hosts();
+    StreamableHttpService::new(
+        move || Ok(Tools { state: Arc::clone(&state) }),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+/// The tools, over the served dataset and the accounts.
+#[derive(Clone)]
+pub struct Tools {
+    state: Arc<AppState>,
+}
+
+/// A tool, and the REST endpoint it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Endpoint {
+    Search,
+    Detail,
+    Batch,
+    History,
+    Changes,
+    ReferenceData,
+    Cities,
+}
+
+impl Endpoint {
+    const ALL: [Endpoint; 7] = [
+        Endpoint::Search,
+        Endpoint::Detail,
+        Endpoint::Batch,
+        Endpoint::History,
+        Endpoint::Changes,
+        Endpoint::ReferenceData,
+        Endpoint::Cities,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Endpoint::Search => "search_companies",
+            Endpoint::Detail => "get_company",
+            Endpoint::Batch => "get_companies",
+            Endpoint::History => "company_history",
+            Endpoint::Changes => "list_changes",
+            Endpoint::ReferenceData => "reference_data",
+            Endpoint::Cities => "list_cities",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Endpoint::Search => {
+                "Search Brazilian companies (establishments) in the CNPJ registry: filters combine with AND, results \
+                 are ordered by CNPJ and paged (per_page up to 50). Costs 1 credit when the page has items."
+            }
+            Endpoint::Detail => {
+                "One establishment's full record by CNPJ (14 characters), or a company's head office (8 characters, \
+                 the cnpj_basico): company, address, contact, activities, partners (documents masked), capital, \
+                 tax regime. Costs 1 credit when found."
+            }
+            Endpoint::Batch => {
+                "Full records of 1 to 100 CNPJs at once, in the order given, duplicates merged; each item is found, \
+                 not found, or of an invalid format. Costs 1 credit per CNPJ found."
+            }
+            Endpoint::History => {
+                "Every change recorded month over month of an establishment and its company (14 characters) or of a \
+                 whole company (8 characters), newest month first. Costs 1 credit when answered."
+            }
+            Endpoint::Changes => {
+                "Changes between consecutive monthly datasets (companies opened, closed, moved, renamed, partners \
+                 entering or leaving…), filtered and paged like the search. Costs 1 credit when the page has items."
+            }
+            Endpoint::ReferenceData => {
+                "The codes and labels the filters and records use (registration statuses, company sizes, legal \
+                 natures, activities, states…), in the locale asked. Free."
+            }
+            Endpoint::Cities => {
+                "Cities (RFB municipality codes, the city_id of search_companies), by state and a name substring, \
+                 paged. Free."
+            }
+        }
+    }
+
+    fn named(name: &str) -> Option<Endpoint> {
+        Endpoint::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    fn input_schema(self) -> Arc<JsonObject> {
+        let schema = match self {
+            Endpoint::Search => schema_for_input::<SearchArgs>(),
+            Endpoint::Detail | Endpoint::History => schema_for_input::<CnpjArgs>(),
+            Endpoint::Batch => schema_for_input::<BatchArgs>(),
+            Endpoint::Changes => schema_for_input::<ChangesArgs>(),
+            Endpoint::ReferenceData => schema_for_input::<LocaleArgs>(),
+            Endpoint::Cities => schema_for_input::<CitiesArgs>(),
+        };
+        let mut schema = Arc::unwrap_or_clone(schema.expect("every argument struct is an object"));
+        // A doc comment's line breaks are kept in its description: one line each.
+        let properties = schema.get_mut("properties").and_then(Value::as_object_mut);
+        for property in properties.into_iter().flat_map(|p| p.values_mut()) {
+            if let Some(Value::String(description)) = property.get_mut("description") {
+                *description = description.replace('\n', " ");
+            }
+        }
+        Arc::new(schema)
+    }
+
+    fn tool(self) -> Tool {
+        let annotations = ToolAnnotations::new().read_only(true).open_world(false);
+        Tool::new(self.name(), self.description(), self.input_schema()).with_annotations(annotations)
+    }
+
+    /// The REST answer (its whole JSON body) to these arguments.
+    async fn answer(self, state: &Arc<AppState>, user: &User, args: &JsonObject) -> Result<Value, ApiError> {
+        match self {
+            Endpoint::Search => server::search(state, user, &query(args, &[])?).await,
+            Endpoint::Detail => server::detail(state, user, &required(args, "cnpj")?, &query(args, &[])?).await,
+            Endpoint::Batch => {
+                let body = match args.get("cnpjs") {
+                    Some(cnpjs) => json!({"cnpjs": cnpjs}),
+                    None => json!({}),
+                };
+                server::batch(state, user, &query(args, &["cnpjs"])?, body.to_string().as_bytes()).await
+            }
+            Endpoint::History => server::history(state, user, &required(args, "cnpj")?, &query(args, &[])?).await,
+            Endpoint::Changes => server::changes(state, user, &query(args, &[])?).await,
+            Endpoint::ReferenceData => server::reference_data(state, &query(args, &[])?),
+            Endpoint::Cities => server::cities(state, &query(args, &[])?),
+        }
+    }
+}
+
+/// An argument as a query-string value: a string as sent, a number as its decimal text, `null`
+/// as absent; anything else is a 400 naming it.
+fn text(name: &str, value: &Value) -> Result<Option<String>, ApiError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        _ => Err(ApiError::invalid(name, format!("The {name} must be a string or a number."))),
+    }
+}
+
+/// The arguments as the REST request's query string (but those of `except`).
+fn query(args: &JsonObject, except: &[&str]) -> Result<Params, ApiError> {
+    let mut pairs = Vec::new();
+    for (name, value) in args.iter().filter(|(name, _)| !except.contains(&name.as_str())) {
+        if let Some(text) = text(name, value)? {
+            pairs.push((name.clone(), text));
+        }
+    }
+    Ok(Params::from_pairs(pairs))
+}
+
+/// The argument that stands for the REST path's CNPJ.
+fn required(args: &JsonObject, name: &str) -> Result<String, ApiError> {
+    args.get(name)
+        .map_or(Ok(None), |value| text(name, value))?
+        .ok_or_else(|| ApiError::invalid(name, format!("The {name} is required.")))
+}
+
+/// A tool's result: the REST body's `data` as structured content, and a line saying what it is.
+fn success(endpoint: Endpoint, mut body: Value) -> CallToolResult {
+    let summary = summary(endpoint, &body);
+    let mut result = CallToolResult::structured(body["data"].take());
+    result.content = vec![ContentBlock::text(summary)];
+    result
+}
+
+/// A refused call: the REST error's message (and each parameter's) as text, its JSON envelope
+/// as structured content.
+fn failure(error: &ApiError) -> CallToolResult {
+    let body = error.body();
+    let details: Vec<String> = (body["errors"].as_object().into_iter().flatten())
+        .flat_map(|(param, messages)| {
+            let messages = messages.as_array().into_iter().flatten().filter_map(Value::as_str);
+            messages.map(move |message| format!("{param}: {message}"))
+        })
+        .collect();
+    let mut text = body["message"].as_str().unwrap_or_default().to_owned();
+    if !details.is_empty() {
+        text.push_str(&format!(" ({})", details.join(" ")));
+    }
+    let mut result = CallToolResult::structured_error(body);
+    result.content = vec![ContentBlock::text(text)];
+    result
+}
+
+/// One line on what a REST body holds.
+fn summary(endpoint: Endpoint, body: &Value) -> String {
+    let data = &body["data"];
+    let count = data.as_array().map_or(0, Vec::len);
+    match endpoint {
+        Endpoint::Search => page("companies", body),
+        Endpoint::Changes => page("changes", body),
+        Endpoint::Cities => page("cities", &body["pagination"]),
+        Endpoint::Detail => format!(
+            "{} {}: {}.",
+            data["cnpj"].as_str().unwrap_or_default(),
+            data["razao_social"].as_str().unwrap_or_default(),
+            data["situacao_cadastral"].as_str().unwrap_or_default()
+        ),
+        Endpoint::Batch => format!(
+            "{} of {count} distinct CNPJs found; {} credits used, {} remaining.",
+            body["total_found"], body["credits_used"], body["credits_remaining"]
+        ),
+        Endpoint::History => format!("{count} changes, newest month first."),
+        Endpoint::ReferenceData => {
+            let keys: Vec<&str> = data.as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+            format!("Reference data: {}.", keys.join(", "))
+        }
+    }
+}
+
+/// A page of a paged answer (`total`, `current_page`, `last_page`, `from`, `to`).
+fn page(what: &str, pagination: &Value) -> String {
+    let [total, current, last, from, to] =
+        ["total", "current_page", "last_page", "from", "to"].map(|k| pagination[k].as_u64().unwrap_or(0));
+    if from == 0 {
+        format!("Page {current} of {last}: no {what} ({total} in all).")
+    } else {
+        format!("Page {current} of {last}: {what} {from} to {to} of {total}.")
+    }
+}
+
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cnpj-registry", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Brazil's CNPJ registry, from the Receita Federal's monthly open data: search companies, read their \
+                 records, their month-over-month history and each month's changes. Calls are charged in credits \
+                 as the REST API's requests are; labels are in the locale asked (pt-br, en, es).",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(Endpoint::ALL.map(Endpoint::tool).to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(endpoint) = Endpoint::named(&request.name) else {
+            return Err(ErrorData::invalid_params(format!("Unknown tool: {}.", request.name), None));
+        };
+        let user = context.extensions.get::<Parts>().and_then(|parts| parts.extensions.get::<User>());
+        let Some(user) = user else {
+            return Err(ErrorData::internal_error("the request reached the tools unauthenticated", None));
+        };
+        let args = request.arguments.unwrap_or_default();
+        let result = match endpoint.answer(&self.state, user, &args).await {
+            Ok(body) => success(endpoint, body),
+            Err(error) => failure(&error),
+        };
+        Ok(result.into())
+    }
+}
+
+// The arguments of each tool, for their JSON Schemas: the values themselves are read as the REST
+// request's parameters (`query`), so that the REST validation alone accepts or refuses them.
+
+/// The language of labels; pt-br when not given.
+#[derive(JsonSchema)]
+#[schemars(inline)]
+#[expect(dead_code, reason = "a schema only")]
+enum Locale {
+    #[serde(rename = "pt-br")]
+    PtBr,
+    #[serde(rename = "en")]
+    En,
+    #[serde(rename = "es")]
+    Es,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct SearchArgs {
+    /// Case- and accent-insensitive substring of the trading name (nome_fantasia) or the company
+    /// name (razao_social).
+    trading_name: Option<String>,
+    /// Case- and accent-insensitive substring of the neighbourhood (bairro).
+    neighborhood: Option<String>,
+    /// 14 characters (one establishment; its check digits must be right) or 8 (every establishment
+    /// of a company); masks (. / -) and white space accepted.
+    cnpj: Option<String>,
+    /// CEP prefix: 1 to 8 digits (01310 matches 01310100); masks accepted.
+    zip_code: Option<String>,
+    /// Company size code: 01, 03 or 05 (00 not informed); see reference_data.
+    porte_empresa_code: Option<String>,
+    /// Legacy alias of porte_empresa_code: both given must agree.
+    company_size: Option<String>,
+    /// Main activity, a CNAE code of 7 digits (6 are left-padded); masks accepted (4751-2/01).
+    business_sector: Option<String>,
+    /// RFB municipality code (1 to 4 digits), as list_cities gives it; wins over city.
+    city_id: Option<String>,
+    /// City name, case- and accent-insensitive equality (city_id is preferred).
+    city: Option<String>,
+    /// Two-letter state code (UF), either case; EX abroad.
+    state: Option<String>,
+    /// Opening date from, inclusive: YYYY-MM-DD.
+    opening_date_from: Option<String>,
+    /// Opening date to, inclusive: YYYY-MM-DD.
+    opening_date_to: Option<String>,
+    /// Legal nature code: 3 or 4 digits; see reference_data.
+    nature_code: Option<String>,
+    /// Registration status code: 01 null, 02 active, 03 suspended, 04 unfit, 08 closed.
+    situacao_cadastral: Option<String>,
+    /// Page number, from 1.
+    #[schemars(range(min = 1, max = 4_294_967_295u64))]
+    page: Option<u64>,
+    /// Results per page, 1 to 50 (20 when not given).
+    #[schemars(range(min = 1, max = 50))]
+    per_page: Option<u64>,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct CnpjArgs {
+    /// 14 characters (an establishment; its check digits must be right) or 8 (the company: its head
+    /// office, or every event of the company for a history); masks (. / -) and white space
+    /// accepted, letters in either case.
+    cnpj: String,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct BatchArgs {
+    /// 1 to 100 CNPJs, 14 or 8 characters each, masks accepted; duplicates are merged.
+    #[schemars(length(min = 1, max = 100))]
+    cnpjs: Vec<String>,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct ChangesArgs {
+    /// One month, YYYY-MM: its changes against the month before.
+    month: Option<String>,
+    /// This month (YYYY-MM) and every later one.
+    since: Option<String>,
+    /// One event name or several, comma-separated, no spaces: opened, disappeared, status_changed,
+    /// moved, renamed, main_activity_changed, secondary_activities_changed, legal_nature_changed,
+    /// capital_changed, size_changed, partner_entered, partner_left, simples_opted_in,
+    /// simples_opted_out, mei_opted_in, mei_opted_out, tax_regime_changed.
+    event: Option<String>,
+    /// Two-letter state code of the establishment (its head office's for a company event).
+    state: Option<String>,
+    /// RFB municipality code of the establishment (its head office's for a company event).
+    city_id: Option<String>,
+    /// Main CNAE of the establishment (its head office's for a company event).
+    business_sector: Option<String>,
+    /// 14 characters (that establishment's events and its company's) or 8 (every event of the
+    /// company).
+    cnpj: Option<String>,
+    /// Page number, from 1.
+    #[schemars(range(min = 1, max = 4_294_967_295u64))]
+    page: Option<u64>,
+    /// Results per page, 1 to 50 (20 when not given).
+    #[schemars(range(min = 1, max = 50))]
+    per_page: Option<u64>,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct LocaleArgs {
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct CitiesArgs {
+    /// Two-letter state code, either case.
+    state: Option<String>,
+    /// Case- and accent-insensitive substring of the city's name.
+    term: Option<String>,
+    /// Page number, from 1.
+    #[schemars(range(min = 1, max = 4_294_967_295u64))]
+    page: Option<u64>,
+    /// Results per page, 1 to 50 (20 when not given).
+    #[schemars(range(min = 1, max = 50))]
+    per_page: Option<u64>,
+    locale: Option<Locale>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arguments read as a query string, then by the REST validation: `(page, per_page, state)`,
+    /// or the parameter a 400 names.
+    fn check(args: Value, expected: Result<(u64, u64, Option<&str>), &str>) {
+        let Value::Object(args) = args else { panic!("arguments are an object") };
+        let read = query(&args, &["cnpjs"]).and_then(|params| {
+            let (page, per_page) = crate::params::pagination(&params)?;
+            Ok((page, per_page, crate::params::search_filters(&params)?.state))
+        });
+        let named = read.map_err(|e| match e {
+            ApiError::BadRequest(errors) => errors.keys().next().cloned().unwrap_or_default(),
+            other => format!("{other:?}"),
+        });
+        let expected = expected.map(|(page, per_page, state)| (page, per_page, state.map(str::to_owned)));
+        assert_eq!(named, expected.map_err(str::to_owned), "{args:?}");
+    }
+
+    #[test]
+    fn arguments_are_read_as_a_query_string() {
+        check(json!({"state": "sp", "page": 2, "per_page": "5"}), Ok((2, 5, Some("SP"))));
+        check(json!({"state": null, "cnpjs": ["11222333"], "unknown": 1}), Ok((1, 20, None)));
+        check(json!({"per_page": 2.5}), Err("per_page"));
+        check(json!({"page": 0}), Err("page"));
+        check(json!({"state": ""}), Err("state"));
+        check(json!({"state": ["SP"]}), Err("state"));
+        check(json!({"page": true}), Err("page"));
+    }
+
+    #[test]
+    fn every_schema_is_an_object_with_the_locales() {
+        for endpoint in Endpoint::ALL {
+            let schema = endpoint.input_schema();
+            assert_eq!(schema["type"], "object", "{}", endpoint.name());
+            let locales = &schema["properties"]["locale"]["enum"];
+            assert_eq!(locales, &json!(["pt-br", "en", "es", null]), "{}", endpoint.name());
+            let properties = schema["properties"].as_object().unwrap().values();
+            assert!(properties.filter_map(|p| p["description"].as_str()).all(|d| !d.contains('\n')));
+        }
+        let event = &Endpoint::Changes.input_schema()["properties"]["event"]["description"];
+        for name in cnpj_store::EVENTS {
+            assert!(event.as_str().unwrap().contains(name), "{name} is not described");
+        }
+    }
+}
