@@ -9,6 +9,7 @@ mod kind;
 mod locale;
 mod record;
 mod size;
+mod utc;
 
 pub use cnpj::{Cnpj, CnpjQuery, InvalidCnpj, check_digits};
 pub use fold::fold;
@@ -19,4 +20,5 @@ pub use record::{
     endereco_completo, telefone_formatado,
 };
 pub use size::parse_size;
+pub use utc::{utc_seconds, utc_text};
 pub mod rows;
