@@ -22,6 +22,8 @@ pub enum ApiError {
     TooManyRequests {
         retry_after: u64,
     },
+    /// A readiness probe's 503: what does not answer.
+    NotReady(String),
     Internal(String),
 }
 
@@ -44,6 +46,7 @@ where
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let not_ready;
         let (status, message) = match &self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "Invalid input parameters"),
             ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),
@@ -55,6 +58,10 @@ impl IntoResponse for ApiError {
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large."),
             ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI too long."),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "Too many requests."),
+            ApiError::NotReady(what) => {
+                not_ready = format!("Not ready: {what}.");
+                (StatusCode::SERVICE_UNAVAILABLE, not_ready.as_str())
+            }
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error.")
