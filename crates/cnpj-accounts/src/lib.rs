@@ -142,6 +142,21 @@ impl Accounts {
         dispatch!(self, s => s.charge(user_id, amount, what))
     }
 
+    /// Whether the store answers a trivial query (a readiness probe).
+    pub fn ping(&self) -> Result<(), AccountsError> {
+        dispatch!(self, s => s.ping())
+    }
+
+    /// Writes every debit so far into the store's main file, for a shutdown: SQLite checkpoints
+    /// and empties its write-ahead log (a commit there survives a crash of the process, not
+    /// a power loss); Postgres has nothing to do (a commit is durable).
+    pub fn flush(&self) -> Result<(), AccountsError> {
+        match &self.0 {
+            Inner::Sqlite(s) => s.flush(),
+            Inner::Postgres(_) => Ok(()),
+        }
+    }
+
     /// The shared rolling-window rate limit (Postgres only; a SQLite store serves one process,
     /// whose limiter is in memory): `Ok(Ok(remaining))`, or `Ok(Err(seconds until a slot frees))`
     /// when `limit` requests were counted in the last `window` (a refused request is not counted).
@@ -195,5 +210,18 @@ mod tests {
         assert_eq!(a.show("bia").unwrap().2, 2);
         assert!(matches!(a.create_user("bia", 1), Err(AccountsError::UserExists(_))));
         assert!(matches!(a.grant("nobody", 1), Err(AccountsError::UnknownUser(_))));
+    }
+
+    #[test]
+    fn flush_writes_the_log_into_the_file() {
+        let (dir, a) = store();
+        let user = a.create_user("cid", 3).unwrap();
+        a.charge(user.id, 1, "detail").unwrap().unwrap();
+        let wal = dir.path().join("accounts.sqlite-wal");
+        assert!(std::fs::metadata(&wal).unwrap().len() > 0, "the debit is in the log");
+        a.ping().unwrap();
+        a.flush().unwrap();
+        assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "the log is emptied into the file");
+        assert_eq!(a.show("cid").unwrap().0.credits, 2);
     }
 }

@@ -84,6 +84,10 @@ impl Pg {
             .ok_or_else(|| AccountsError::UnknownUser(name.to_owned()))
     }
 
+    pub(crate) fn ping(&self) -> Result<(), AccountsError> {
+        self.with(|c| Ok(c.simple_query("SELECT 1").map(drop)?))
+    }
+
     pub(crate) fn create_user(&self, name: &str, credits: i64) -> Result<User, AccountsError> {
         self.with(|c| {
             c.query_opt(

@@ -32,6 +32,15 @@ impl Sqlite {
         self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    pub(crate) fn ping(&self) -> Result<(), AccountsError> {
+        Ok(self.conn().query_row("SELECT 1", [], |_| Ok(()))?)
+    }
+
+    /// A checkpoint that copies the whole log into the file and truncates it.
+    pub(crate) fn flush(&self) -> Result<(), AccountsError> {
+        Ok(self.conn().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?)
+    }
+
     pub(crate) fn create_user(&self, name: &str, credits: i64) -> Result<User, AccountsError> {
         let conn = self.conn();
         let inserted = conn.execute(

@@ -22,6 +22,8 @@ pub enum ApiError {
     TooManyRequests {
         retry_after: u64,
     },
+    /// A readiness probe's 503: what does not answer.
+    NotReady(String),
     Internal(String),
 }
 
@@ -33,8 +35,8 @@ impl ApiError {
     }
 
     /// The status and message of the error table.
-    fn status(&self) -> (StatusCode, &'static str) {
-        match self {
+    fn status(&self) -> (StatusCode, std::borrow::Cow<'static, str>) {
+        let (status, message) = match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "Invalid input parameters"),
             ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),
             ApiError::InsufficientCredits => (StatusCode::PAYMENT_REQUIRED, "Insufficient credits."),
@@ -45,8 +47,10 @@ impl ApiError {
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Payload too large."),
             ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI too long."),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "Too many requests."),
+            ApiError::NotReady(what) => return (StatusCode::SERVICE_UNAVAILABLE, format!("Not ready: {what}.").into()),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error."),
-        }
+        };
+        (status, message.into())
     }
 
     /// The JSON envelope (an internal error's detail goes to the log only).

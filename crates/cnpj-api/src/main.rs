@@ -4,8 +4,10 @@
 
 mod docs;
 mod error;
+mod exposition;
 mod limits;
 mod mcp;
+mod observe;
 mod params;
 mod serve;
 mod server;
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use cnpj_accounts::Accounts;
 use cnpj_store::{Limits, SearchIndexFile, Source, Store};
 
@@ -32,80 +34,99 @@ struct Cli {
     /// shared by every replica that names the same server.
     #[arg(long, global = true, env = "CNPJ_API_ACCOUNTS_POSTGRES", conflicts_with = "accounts")]
     accounts_postgres: Option<String>,
+    /// The log on stderr: text, or one JSON object a line (then each request's line holds its
+    /// time, request id, method, route, status, latency_ms, user_id and credits). RUST_LOG sets
+    /// the level (info by default: a line per request).
+    #[arg(long, global = true, env = "CNPJ_API_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve a dataset. SIGHUP re-opens it (swap without restart); a Postgres dataset is also
-    /// reloaded when a new publication is swapped in; SIGTERM shuts down gracefully.
-    Serve {
-        /// A DuckDB dataset file.
-        #[arg(long, required_unless_present = "postgres", conflicts_with = "postgres")]
-        db: Option<PathBuf>,
-        /// Serve from Postgres instead (connection URL).
-        #[arg(long, env = "CNPJ_API_POSTGRES")]
-        postgres: Option<String>,
-        /// The Postgres schema of the dataset.
-        #[arg(long, default_value = "cnpj")]
-        schema: String,
-        /// The search index to search with: by default a DuckDB dataset's own (`<db>.search`);
-        /// with --postgres, the index file of the build that was published (its build id is
-        /// checked against the publication's). Without one, searches run by SQL.
-        #[arg(long, conflicts_with = "no_search_index")]
-        search_index: Option<PathBuf>,
-        /// Search by SQL only, ignoring any search index (to compare, or to troubleshoot).
-        #[arg(long)]
-        no_search_index: bool,
-        /// Seconds of work a search by SQL may take (a term without a letter or digit, which the
-        /// search index cannot answer, or any search without an index); past it the search is
-        /// stopped and answered 400, naming the terms to narrow.
-        #[arg(long, default_value_t = 2.0, value_parser = budget)]
-        search_budget: f64,
-        /// The memory the dataset may use: DuckDB (three quarters) and the search index's cache of
-        /// big bitmaps (a quarter), e.g. 1GB, 512MiB.
-        #[arg(long, default_value = "1GB", value_parser = cnpj_model::parse_size)]
-        memory_limit: u64,
-        /// Seconds between checks for a new Postgres publication.
-        #[arg(long, default_value_t = 5)]
-        reload_check: u64,
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: SocketAddr,
-        /// Requests per rolling minute per user.
-        #[arg(long, default_value_t = 100)]
-        rate_limit: u32,
-        /// The rate limit's rolling window, in seconds.
-        #[arg(long, default_value_t = 60)]
-        rate_window: u64,
-        /// Credits per detail record found, and per company history answered.
-        #[arg(long, default_value_t = 1)]
-        price_detail: i64,
-        /// Credits per search, and per page of changes, that returns at least one item.
-        #[arg(long, default_value_t = 1)]
-        price_search: i64,
-        /// Credits per CNPJ found in a batch.
-        #[arg(long, default_value_t = 1)]
-        price_batch: i64,
-        /// Seconds a client has to send a request head (from the connection's opening for the
-        /// first, from its first byte for the next ones); the connection is closed after it.
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-        header_timeout: u64,
-        /// Seconds a client has to send a request body once its head arrived (408, then closed).
-        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
-        body_timeout: u64,
-        /// Seconds a keep-alive connection may wait for its next request before it is closed.
-        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-        idle_timeout: u64,
-        /// Connections open at once; beyond it, new ones wait in the listen backlog.
-        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
-        max_connections: u32,
-    },
+    /// reloaded when a new publication is swapped in; SIGTERM (or Ctrl-C) stops accepting, lets the
+    /// requests in flight finish (30 s at most), flushes the accounts store and exits 0. Prints
+    /// the URL it serves on, then the metrics URL (with --metrics-listen).
+    Serve(Box<ServeArgs>),
     /// Manage users, tokens and credits.
     Accounts {
         #[command(subcommand)]
         command: AccountsCommand,
     },
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// A DuckDB dataset file.
+    #[arg(long, required_unless_present = "postgres", conflicts_with = "postgres")]
+    db: Option<PathBuf>,
+    /// Serve from Postgres instead (connection URL).
+    #[arg(long, env = "CNPJ_API_POSTGRES")]
+    postgres: Option<String>,
+    /// The Postgres schema of the dataset.
+    #[arg(long, default_value = "cnpj")]
+    schema: String,
+    /// The search index to search with: by default a DuckDB dataset's own (`<db>.search`);
+    /// with --postgres, the index file of the build that was published (its build id is
+    /// checked against the publication's). Without one, searches run by SQL.
+    #[arg(long, conflicts_with = "no_search_index")]
+    search_index: Option<PathBuf>,
+    /// Search by SQL only, ignoring any search index (to compare, or to troubleshoot).
+    #[arg(long)]
+    no_search_index: bool,
+    /// Seconds of work a search by SQL may take (a term without a letter or digit, which the
+    /// search index cannot answer, or any search without an index); past it the search is
+    /// stopped and answered 400, naming the terms to narrow.
+    #[arg(long, default_value_t = 2.0, value_parser = budget)]
+    search_budget: f64,
+    /// The memory the dataset may use: DuckDB (three quarters) and the search index's cache of
+    /// big bitmaps (a quarter), e.g. 1GB, 512MiB.
+    #[arg(long, default_value = "1GB", value_parser = cnpj_model::parse_size)]
+    memory_limit: u64,
+    /// Seconds between checks for a new Postgres publication.
+    #[arg(long, default_value_t = 5)]
+    reload_check: u64,
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Serve /metrics (Prometheus text format) on this address too; off by default.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    /// Requests per rolling minute per user.
+    #[arg(long, default_value_t = 100)]
+    rate_limit: u32,
+    /// The rate limit's rolling window, in seconds.
+    #[arg(long, default_value_t = 60)]
+    rate_window: u64,
+    /// Credits per detail record found, and per company history answered.
+    #[arg(long, default_value_t = 1)]
+    price_detail: i64,
+    /// Credits per search, and per page of changes, that returns at least one item.
+    #[arg(long, default_value_t = 1)]
+    price_search: i64,
+    /// Credits per CNPJ found in a batch.
+    #[arg(long, default_value_t = 1)]
+    price_batch: i64,
+    /// Seconds a client has to send a request head (from the connection's opening for the
+    /// first, from its first byte for the next ones); the connection is closed after it.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// Seconds a client has to send a request body once its head arrived (408, then closed).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout: u64,
+    /// Seconds a keep-alive connection may wait for its next request before it is closed.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: u64,
+    /// Connections open at once; beyond it, new ones wait in the listen backlog.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -139,9 +160,13 @@ enum AccountsCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    // Colours only on a terminal: a log file or a pipe gets plain text.
-    let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        // Colours only on a terminal: a log file or a pipe gets plain text.
+        LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
+        // An event's fields at the top level; `span` names the request an event was logged in.
+        LogFormat::Json => log.json().flatten_event(true).with_span_list(false).init(),
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away (`accounts show ana | head -1`): it had what it wanted.
@@ -179,69 +204,96 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .with_context(|| format!("opening the accounts store {}", cli.accounts.display()))?,
     };
     match cli.command {
-        Command::Serve {
-            db,
-            postgres,
-            schema,
-            search_index,
-            no_search_index,
-            search_budget,
-            memory_limit,
-            reload_check,
-            listen,
-            rate_limit,
-            rate_window,
-            price_detail,
-            price_search,
-            price_batch,
-            header_timeout,
-            body_timeout,
-            idle_timeout,
-            max_connections,
-        } => {
-            let source = match (db, postgres) {
-                (Some(path), _) => Source::DuckDb(path),
-                (None, Some(url)) => Source::Postgres { url, schema },
-                (None, None) => anyhow::bail!("--db or --postgres is required"),
-            };
-            let index = match (search_index, no_search_index) {
-                (_, true) => SearchIndexFile::None,
-                (Some(path), false) => SearchIndexFile::At(path),
-                (None, false) => SearchIndexFile::Beside,
-            };
-            let limits = Limits { memory: memory_limit, search_budget: Duration::from_secs_f64(search_budget) };
-            let store = Store::open_with(&source, &index, limits)?;
-            if !store.has_search_index() {
-                tracing::info!("no search index in use: searches run by SQL");
-            }
-            let watch = matches!(source, Source::Postgres { .. });
-            let prices = server::Prices { detail: price_detail, batch_item: price_batch, search: price_search };
-            let limiter = limits::RateLimiter::new(rate_limit, std::time::Duration::from_secs(rate_window));
-            let state = Arc::new(server::AppState::new(store, accounts, limiter, prices));
-            let runtime = tokio::runtime::Runtime::new()?;
-            runtime.block_on(async move {
-                let listener =
-                    tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
-                let addr = listener.local_addr()?;
-                print(&format!("http://{addr}"))?;
-                tracing::info!(%addr, "serving");
-                server::reload_on_sighup(Arc::clone(&state))?;
-                if watch {
-                    server::watch_publications(Arc::clone(&state), std::time::Duration::from_secs(reload_check.max(1)));
-                }
-                let limits = serve::Limits {
-                    header_timeout: Duration::from_secs(header_timeout),
-                    idle_timeout: Duration::from_secs(idle_timeout),
-                    max_connections: max_connections as usize,
-                };
-                let tools = mcp::service(Arc::clone(&state));
-                let router = server::router(state, Duration::from_secs(body_timeout), tools);
-                serve::serve(listener, router, limits, server::shutdown_signal()).await?;
-                anyhow::Ok(())
-            })
-        }
+        Command::Serve(args) => serve(*args, accounts),
         Command::Accounts { command } => manage(&accounts, command),
     }
+}
+
+/// `serve`: opens the dataset, serves it until SIGTERM or Ctrl-C, then flushes the accounts store.
+fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
+    let source = match (args.db, args.postgres) {
+        (Some(path), _) => Source::DuckDb(path),
+        (None, Some(url)) => Source::Postgres { url, schema: args.schema },
+        (None, None) => anyhow::bail!("--db or --postgres is required"),
+    };
+    let index = match (args.search_index, args.no_search_index) {
+        (_, true) => SearchIndexFile::None,
+        (Some(path), false) => SearchIndexFile::At(path),
+        (None, false) => SearchIndexFile::Beside,
+    };
+    let limits = Limits { memory: args.memory_limit, search_budget: Duration::from_secs_f64(args.search_budget) };
+    let store = Store::open_with(&source, &index, limits)?;
+    if !store.has_search_index() {
+        tracing::info!("no search index in use: searches run by SQL");
+    }
+    let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
+    let limiter = limits::RateLimiter::new(args.rate_limit, Duration::from_secs(args.rate_window));
+    let state = Arc::new(server::AppState::new(store, accounts, limiter, prices));
+    let limits = serve::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        max_connections: args.max_connections as usize,
+    };
+    let (body_timeout, reload_check) = (Duration::from_secs(args.body_timeout), args.reload_check.max(1));
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let listener = bind(args.listen).await?;
+        let metrics = match args.metrics_listen {
+            Some(addr) => Some((bind(addr).await?, exposition::install()?)),
+            None => None,
+        };
+        // Signals are caught before the URLs are printed.
+        let stopping = stopping()?;
+        server::reload_on_sighup(Arc::clone(&state))?;
+        // Both URLs in one write: a reader that stops after the first line loses nothing.
+        let mut urls = format!("http://{}", listener.local_addr()?);
+        if let Some((metrics, _)) = &metrics {
+            urls.push_str(&format!("\nhttp://{}/metrics", metrics.local_addr()?));
+        }
+        print(&urls)?;
+        tracing::info!(addr = %listener.local_addr()?, "serving");
+        if matches!(source, Source::Postgres { .. }) {
+            server::watch_publications(Arc::clone(&state), Duration::from_secs(reload_check));
+        }
+        let tools = mcp::service(Arc::clone(&state));
+        let router = server::router(Arc::clone(&state), body_timeout, tools);
+        let api = serve::serve(listener, router, limits, stopped(stopping.clone()));
+        match metrics {
+            Some((listener, handle)) => {
+                let router = exposition::router(Arc::clone(&state), handle);
+                let (api, metrics) = tokio::join!(api, serve::serve(listener, router, limits, stopped(stopping)));
+                api.and(metrics)?;
+            }
+            None => api.await?,
+        }
+        anyhow::Ok(())
+    })?;
+    // A request past the drain may still hold a blocking thread: it is not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    state.flush();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))
+}
+
+/// Turns true at SIGTERM or Ctrl-C.
+fn stopping() -> std::io::Result<tokio::sync::watch::Receiver<bool>> {
+    let signal = server::shutdown_signal()?;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        signal.await;
+        tracing::info!("shutting down: answering the requests in flight ({} s at most)", serve::DRAIN.as_secs());
+        stop.send_replace(true);
+    });
+    Ok(stopping)
+}
+
+/// Completes once `stopping` turns true.
+async fn stopped(mut stopping: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stop| *stop).await;
 }
 
 /// An `accounts` command, its outcome printed.

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use axum::http::request::Parts;
-use cnpj_accounts::User;
 use rmcp::handler::server::common::schema_for_input;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
@@ -23,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::params::Params;
-use crate::server::{self, AppState};
+use crate::server::{self, AppState, Caller, Served};
 
 /// The `/mcp` service. No session (each POST stands alone) and JSON answers, not event streams:
 /// only POST is answered. The `Host` header is not checked against a list: every call carries a
@@ -145,21 +144,32 @@ impl Endpoint {
     }
 
     /// The REST answer (its whole JSON body) to these arguments.
-    async fn answer(self, state: &Arc<AppState>, user: &User, args: &JsonObject) -> Result<Value, ApiError> {
+    async fn answer(
+        self,
+        state: &Arc<AppState>,
+        caller: &Caller,
+        served: &Served,
+        args: &JsonObject,
+    ) -> Result<Value, ApiError> {
+        let store = Arc::clone(&served.store);
         match self {
-            Endpoint::Search => server::search(state, user, &query(args, &[])?).await,
-            Endpoint::Detail => server::detail(state, user, &required(args, "cnpj")?, &query(args, &[])?).await,
+            Endpoint::Search => server::search(state, caller, store, &query(args, &[])?).await,
+            Endpoint::Detail => {
+                server::detail(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
+            }
             Endpoint::Batch => {
                 let body = match args.get("cnpjs") {
                     Some(cnpjs) => json!({"cnpjs": cnpjs}),
                     None => json!({}),
                 };
-                server::batch(state, user, &query(args, &["cnpjs"])?, body.to_string().as_bytes()).await
+                server::batch(state, caller, store, &query(args, &["cnpjs"])?, body.to_string().as_bytes()).await
             }
-            Endpoint::History => server::history(state, user, &required(args, "cnpj")?, &query(args, &[])?).await,
-            Endpoint::Changes => server::changes(state, user, &query(args, &[])?).await,
-            Endpoint::ReferenceData => server::reference_data(state, &query(args, &[])?),
-            Endpoint::Cities => server::cities(state, &query(args, &[])?),
+            Endpoint::History => {
+                server::history(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
+            }
+            Endpoint::Changes => server::changes(state, caller, store, &query(args, &[])?).await,
+            Endpoint::ReferenceData => server::reference_data(&store, &query(args, &[])?),
+            Endpoint::Cities => server::cities(&store, &query(args, &[])?),
         }
     }
 }
@@ -284,12 +294,14 @@ impl ServerHandler for Tools {
         let Some(endpoint) = Endpoint::named(&request.name) else {
             return Err(ErrorData::invalid_params(format!("Unknown tool: {}.", request.name), None));
         };
-        let user = context.extensions.get::<Parts>().and_then(|parts| parts.extensions.get::<User>());
-        let Some(user) = user else {
+        let parts = context.extensions.get::<Parts>();
+        let caller = parts.and_then(|parts| parts.extensions.get::<Caller>());
+        let served = parts.and_then(|parts| parts.extensions.get::<Served>());
+        let (Some(caller), Some(served)) = (caller, served) else {
             return Err(ErrorData::internal_error("the request reached the tools unauthenticated", None));
         };
         let args = request.arguments.unwrap_or_default();
-        let result = match endpoint.answer(&self.state, user, &args).await {
+        let result = match endpoint.answer(&self.state, caller, served, &args).await {
             Ok(body) => success(endpoint, body),
             Err(error) => failure(&error),
         };

@@ -4,7 +4,8 @@
 //! timeout for it. A connection past its deadline is closed. (The body timeout is the router's:
 //! `server::router`.) The answers hyper writes itself, to requests it cannot parse (400, 414, 431),
 //! are rewritten into the JSON error envelope; an HTTP/2 connection preface, which hyper drops
-//! without a word, is answered 505 in the envelope.
+//! without a word, is answered 505 in the envelope. A shutdown stops accepting and waits for the
+//! requests in flight, at most `DRAIN`.
 
 use std::future::Future;
 use std::io;
@@ -33,9 +34,13 @@ pub struct Limits {
     pub max_connections: usize,
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets the open connections finish
-/// their requests (idle ones are closed at once) and returns once every one is closed. At the cap,
-/// new connections wait in the listen backlog until one closes.
+/// How long a shutdown waits for the requests in flight.
+pub const DRAIN: Duration = Duration::from_secs(30);
+
+/// Serves `router` on `listener` until `shutdown` completes, then stops listening, lets the open
+/// connections finish their requests (idle ones are closed at once) and returns once every one is
+/// closed, or after `DRAIN` (the rest are dropped). At the cap, new connections wait in the
+/// listen backlog until one closes.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -72,7 +77,10 @@ pub async fn serve(
     drop(listener);
     stop.send_replace(true);
     // Every connection holds a permit until it is closed.
-    let _all_closed = permits.acquire_many(max).await;
+    if tokio::time::timeout(DRAIN, permits.acquire_many(max)).await.is_err() {
+        let open = limits.max_connections - permits.available_permits();
+        tracing::warn!(open, "connections still answering after {} s are dropped", DRAIN.as_secs());
+    }
     Ok(())
 }
 

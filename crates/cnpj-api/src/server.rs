@@ -1,14 +1,18 @@
 //! The HTTP service: routes, authentication and rate limiting, what each endpoint answers (for its
-//! route and its MCP tool alike), credits, dataset swap.
+//! route and its MCP tool alike), credits, dataset swap; and the probes and status an operator (or
+//! a load balancer) asks for, none of them authenticated, charged or counted: `/healthz` (the
+//! process answers), `/readyz` (the dataset and the accounts store answer) and `/api/v1/status`
+//! (the dataset served: its month, its build, since when).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,6 +25,7 @@ use serde_json::{Value, json};
 use crate::docs;
 use crate::error::ApiError;
 use crate::limits::{BatchCache, RateLimiter};
+use crate::observe::{self, COMPANY_ROUTE, Usage};
 use crate::params::{self, Params};
 
 /// Credits per request (by default 1: a detail found, each batch CNPJ found, a non-empty page).
@@ -39,8 +44,15 @@ impl Default for Prices {
     }
 }
 
+/// The dataset being served, and since when (a swap resets it).
+#[derive(Clone)]
+pub struct Served {
+    pub store: Arc<Store>,
+    pub since: SystemTime,
+}
+
 pub struct AppState {
-    store: RwLock<Arc<Store>>,
+    served: RwLock<Served>,
     accounts: Arc<Accounts>,
     limiter: RateLimiter,
     cache: BatchCache,
@@ -50,7 +62,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(store: Store, accounts: Accounts, limiter: RateLimiter, prices: Prices) -> AppState {
         AppState {
-            store: RwLock::new(Arc::new(store)),
+            served: RwLock::new(Served { store: Arc::new(store), since: SystemTime::now() }),
             accounts: Arc::new(accounts),
             limiter,
             cache: BatchCache::new(Duration::from_secs(6 * 3600)),
@@ -58,22 +70,47 @@ impl AppState {
         }
     }
 
-    /// The dataset being served; a request keeps the one it started with.
-    fn store(&self) -> Arc<Store> {
-        Arc::clone(&self.store.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    /// The dataset being served; a request keeps the one it started with (`with_dataset`).
+    pub fn served(&self) -> Served {
+        self.served.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Opens the dataset again and serves it from now on; the batch cache is dropped.
     pub fn reload(&self) -> Result<String, cnpj_store::StoreError> {
-        let store = self.store().reopen()?;
+        let store = self.served().store.reopen()?;
         let month = store.source_month().to_owned();
-        *self.store.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(store);
+        let served = Served { store: Arc::new(store), since: SystemTime::now() };
+        *self.served.write().unwrap_or_else(std::sync::PoisonError::into_inner) = served;
         self.cache.clear();
         Ok(month)
     }
+
+    /// At shutdown, once the last request was answered: writes the accounts store's debits into
+    /// its file.
+    pub fn flush(&self) {
+        match self.accounts.flush() {
+            Ok(()) => tracing::info!("accounts store flushed"),
+            Err(e) => tracing::error!(error = %e, "flushing the accounts store failed"),
+        }
+    }
 }
 
-type Shared = Arc<AppState>;
+/// The authenticated user of a request, and the credits charged to them by it.
+#[derive(Clone)]
+pub struct Caller {
+    user: User,
+    charged: Arc<AtomicI64>,
+}
+
+/// Runs `f`, a call of the accounts store, timed in `cnpj_accounts_duration_seconds`.
+fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let result = f();
+    metrics::histogram!("cnpj_accounts_duration_seconds", "operation" => operation).record(started.elapsed());
+    result
+}
+
+pub type Shared = Arc<AppState>;
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
@@ -83,6 +120,9 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
 pub const MAX_BODY: usize = 64 * 1024;
 /// The longest request target (path and query) answered with more than a 414.
 pub const MAX_URI: usize = 8 * 1024;
+
+/// The month of the dataset that answered, on every response of a route that reads it.
+const DATASET_MONTH: HeaderName = HeaderName::from_static("x-dataset-month");
 
 /// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
 /// authentication (so it is neither charged nor counted by the rate limit). `mcp` answers `/mcp`
@@ -94,16 +134,18 @@ where
     M::Future: Send + 'static,
 {
     let authenticate = || middleware::from_fn_with_state(Arc::clone(&state), authenticate);
+    let with_dataset = || middleware::from_fn_with_state(Arc::clone(&state), with_dataset);
     let gets = Router::new()
         .route("/api/v1/companies/search", get(search_route).fallback(not_allowed("GET")))
-        // A catch-all, so that a masked CNPJ with a raw `/` (11.222.333/0001-81) still matches;
-        // `…/history` is a company's history.
-        .route("/api/v1/companies/{*cnpj}", get(detail_route).fallback(not_allowed("GET")))
+        .route(COMPANY_ROUTE, get(detail_route).fallback(not_allowed("GET")))
         .route("/api/v1/changes", get(changes_route).fallback(not_allowed("GET")))
         .route("/api/v1/reference-data", get(reference_data_route).fallback(not_allowed("GET")))
         .route("/api/v1/cities", get(cities_route).fallback(not_allowed("GET")))
         .route_layer(authenticate())
+        .route("/api/v1/status", get(status).fallback(not_allowed("GET")))
+        .route_layer(with_dataset())
         .route("/healthz", get(healthz).fallback(not_allowed("GET")))
+        .route("/readyz", get(readyz).fallback(not_allowed("GET")))
         .route("/api/v1/openapi.json", get(openapi).fallback(not_allowed("GET")))
         .route("/docs", get(docs::page).fallback(not_allowed("GET")))
         .route("/docs/{file}", get(docs::asset).fallback(not_allowed("GET")))
@@ -116,6 +158,7 @@ where
     let mcp = Router::new()
         .route_service("/mcp", mcp)
         .route_layer(authenticate())
+        .route_layer(with_dataset())
         .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
         .merge(gets)
@@ -126,11 +169,7 @@ where
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(body_timeout, read_body))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::Internal("panic".into()).into_response()))
-        .layer(
-            tower_http::trace::TraceLayer::new_for_http()
-                .make_span_with(tower_http::trace::DefaultMakeSpan::new().level(tracing::Level::INFO))
-                .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO)),
-        )
+        .layer(middleware::from_fn(observe::observe))
         .with_state(state)
 }
 
@@ -191,7 +230,21 @@ fn bearer_token(request: &Request) -> Option<String> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_owned())
 }
 
-/// Bearer token → user; then the rate limit; the limit headers go on every authenticated response.
+/// Gives a data route the dataset served when the request arrived (kept to its end, across a
+/// swap), and puts its month on the response.
+async fn with_dataset(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+    let served = state.served();
+    let month = HeaderValue::from_str(served.store.source_month()).ok().filter(|m| !m.is_empty());
+    request.extensions_mut().insert(served);
+    let mut response = next.run(request).await;
+    if let Some(month) = month {
+        response.headers_mut().insert(DATASET_MONTH, month);
+    }
+    response
+}
+
+/// Bearer token → user; then the rate limit; the limit headers go on every authenticated response,
+/// and the user and the credits charged on its extensions (`Usage`, for the log).
 async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
     let token = bearer_token(&request);
     let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
@@ -199,8 +252,12 @@ async fn authenticate(State(state): State<Shared>, mut request: Request, next: N
     let (limit, window) = (state.limiter.limit(), state.limiter.window());
     // Accounts shared by replicas (Postgres) count requests there, in the same blocking call.
     let checked = blocking(move || {
-        let Some(user) = accounts.authenticate(&token)? else { return Ok(None) };
-        let verdict = if accounts.is_shared() { Some(accounts.rate_check(user.id, limit, window)?) } else { None };
+        let Some(user) = timed("authenticate", || accounts.authenticate(&token))? else { return Ok(None) };
+        let verdict = if accounts.is_shared() {
+            Some(timed("rate_check", || accounts.rate_check(user.id, limit, window))?)
+        } else {
+            None
+        };
         Ok(Some((user, verdict)))
     })
     .await;
@@ -210,9 +267,11 @@ async fn authenticate(State(state): State<Shared>, mut request: Request, next: N
         Err(e) => return e.into_response(),
     };
     let verdict = verdict.unwrap_or_else(|| state.limiter.check(user.id));
+    let charged = Arc::new(AtomicI64::new(0));
+    let user_id = user.id;
     let (mut response, remaining) = match verdict {
         Ok(remaining) => {
-            request.extensions_mut().insert(user);
+            request.extensions_mut().insert(Caller { user, charged: Arc::clone(&charged) });
             (next.run(request).await, remaining)
         }
         Err(retry_after) => (ApiError::TooManyRequests { retry_after }.into_response(), 0),
@@ -220,18 +279,71 @@ async fn authenticate(State(state): State<Shared>, mut request: Request, next: N
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
+    response.extensions_mut().insert(Usage { user_id, credits: charged.load(Ordering::SeqCst) });
     response
 }
 
-/// Debits `amount`; `Err(402)` when the balance cannot cover it (nothing is debited).
-async fn charge(state: &Shared, user: &User, amount: i64, what: &'static str) -> Result<i64, ApiError> {
+/// Debits `amount`; `Err(402)` when the balance cannot cover it (nothing is debited). Counted in
+/// `cnpj_credits_charged_total` by what was charged.
+async fn charge(state: &Shared, caller: &Caller, amount: i64, what: &'static str) -> Result<i64, ApiError> {
     let accounts = Arc::clone(&state.accounts);
-    let id = user.id;
-    blocking(move || accounts.charge(id, amount, what)?.map_err(|_| ApiError::InsufficientCredits)).await
+    let id = caller.user.id;
+    let remaining = blocking(move || {
+        timed("charge", || accounts.charge(id, amount, what))?.map_err(|_| ApiError::InsufficientCredits)
+    })
+    .await?;
+    caller.charged.fetch_add(amount, Ordering::SeqCst);
+    metrics::counter!("cnpj_credits_charged_total", "endpoint" => what).increment(amount.unsigned_abs());
+    Ok(remaining)
 }
 
-async fn healthz(State(state): State<Shared>) -> Json<Value> {
-    Json(json!({"status": "ok", "source_month": state.store().source_month()}))
+/// How long each readiness check may take.
+const READY_WITHIN: Duration = Duration::from_secs(5);
+
+/// GET /healthz: reads nothing.
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// GET /readyz: 200, or 503 naming what does not answer (the error itself is logged, not shown).
+async fn readyz(State(state): State<Shared>) -> Response {
+    let store = state.served().store;
+    let accounts = Arc::clone(&state.accounts);
+    let checks = async {
+        check("the dataset", blocking(move || Ok(store.ping()?))).await?;
+        check("the accounts store", blocking(move || Ok(timed("ping", || accounts.ping())?))).await
+    };
+    match checks.await {
+        Ok(()) => Json(json!({"status": "ready"})).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A readiness check: its answer within `READY_WITHIN`, else `ApiError::NotReady` naming `what`.
+async fn check(what: &str, answer: impl Future<Output = Result<(), ApiError>>) -> Result<(), ApiError> {
+    let error = match tokio::time::timeout(READY_WITHIN, answer).await {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => format!("{e:?}"),
+        Err(_) => format!("no answer within {} s", READY_WITHIN.as_secs()),
+    };
+    tracing::warn!(%error, "not ready: {what} does not answer");
+    Err(ApiError::NotReady(format!("{what} does not answer")))
+}
+
+/// GET /api/v1/status.
+async fn status(Extension(served): Extension<Served>) -> Json<Value> {
+    let known = |text: &str| if text.is_empty() { Value::Null } else { json!(text) };
+    let since = served.since.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let store = &served.store;
+    Json(json!({
+        "success": true,
+        "data": {
+            "dataset_month": known(store.source_month()),
+            "build_id": known(store.build_id()),
+            "built_at": known(store.built_at()),
+            "served_since": cnpj_model::utc_text(since),
+        },
+    }))
 }
 
 async fn openapi() -> impl IntoResponse {
@@ -241,45 +353,55 @@ async fn openapi() -> impl IntoResponse {
 /// GET /api/v1/companies/{cnpj}, and `…/history`.
 async fn detail_route(
     State(state): State<Shared>,
-    Extension(user): Extension<User>,
+    Extension(caller): Extension<Caller>,
+    Extension(Served { store, .. }): Extension<Served>,
     cnpj: Result<Path<String>, PathRejection>,
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
     // A path that does not decode to UTF-8 (`%FF`) is no CNPJ either.
     let Path(cnpj) = cnpj.map_err(|_| ApiError::invalid("cnpj", "Invalid CNPJ: not UTF-8 text."))?;
     match cnpj.strip_suffix("/history") {
-        Some(cnpj) => history(&state, &user, cnpj, &params).await.map(Json),
-        None => detail(&state, &user, &cnpj, &params).await.map(Json),
+        Some(cnpj) => history(&state, &caller, store, cnpj, &params).await.map(Json),
+        None => detail(&state, &caller, store, &cnpj, &params).await.map(Json),
     }
 }
 
 async fn search_route(
     State(state): State<Shared>,
-    Extension(user): Extension<User>,
+    Extension(caller): Extension<Caller>,
+    Extension(Served { store, .. }): Extension<Served>,
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    search(&state, &user, &params).await.map(Json)
+    search(&state, &caller, store, &params).await.map(Json)
 }
 
 async fn changes_route(
     State(state): State<Shared>,
-    Extension(user): Extension<User>,
+    Extension(caller): Extension<Caller>,
+    Extension(Served { store, .. }): Extension<Served>,
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    changes(&state, &user, &params).await.map(Json)
+    changes(&state, &caller, store, &params).await.map(Json)
 }
 
-async fn reference_data_route(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
-    reference_data(&state, &params).map(Json)
+async fn reference_data_route(
+    Extension(Served { store, .. }): Extension<Served>,
+    params: Params,
+) -> Result<Json<Value>, ApiError> {
+    reference_data(&store, &params).map(Json)
 }
 
-async fn cities_route(State(state): State<Shared>, params: Params) -> Result<Json<Value>, ApiError> {
-    cities(&state, &params).map(Json)
+async fn cities_route(
+    Extension(Served { store, .. }): Extension<Served>,
+    params: Params,
+) -> Result<Json<Value>, ApiError> {
+    cities(&store, &params).map(Json)
 }
 
 async fn batch_route(
     State(state): State<Shared>,
-    Extension(user): Extension<User>,
+    Extension(caller): Extension<Caller>,
+    Extension(Served { store, .. }): Extension<Served>,
     params: Params,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -290,35 +412,40 @@ async fn batch_route(
             ApiError::invalid("body", e.body_text())
         }
     })?;
-    batch(&state, &user, &params, &body).await.map(Json)
+    batch(&state, &caller, store, &params, &body).await.map(Json)
 }
 
 // What each endpoint answers (the whole JSON body), for its route and its MCP tool alike
-// (`crate::mcp`): one path for validation, prices, locales and errors.
+// (`crate::mcp`): one path for validation, prices, locales and errors. `store` is the dataset the
+// request arrived on.
 
 /// A detail record (the CNPJ as sent in the path).
-pub async fn detail(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Value, ApiError> {
+pub async fn detail(
+    state: &Shared,
+    caller: &Caller,
+    store: Arc<Store>,
+    cnpj: &str,
+    params: &Params,
+) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
-    let store = state.store();
     let record = blocking(move || Ok(store.detail(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
-    charge(state, user, state.prices.detail, "detail").await?;
+    charge(state, caller, state.prices.detail, "detail").await?;
     Ok(json!({"success": true, "data": record}))
 }
 
-pub async fn search(state: &Shared, user: &User, params: &Params) -> Result<Value, ApiError> {
+pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let (page, per_page) = params::pagination(params)?;
     let filters = params::search_filters(params)?;
     let too_broad = params::too_broad(params);
-    let store = state.store();
     let (total, records) = blocking(move || match store.search(&filters, page, per_page, locale) {
         Err(StoreError::OverBudget) => Err(too_broad),
         found => Ok(found?),
     })
     .await?;
     if !records.is_empty() {
-        charge(state, user, state.prices.search, "search").await?;
+        charge(state, caller, state.prices.search, "search").await?;
     }
     let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
     body.extend(pagination(total, page, per_page, records.len()));
@@ -327,24 +454,28 @@ pub async fn search(state: &Shared, user: &User, params: &Params) -> Result<Valu
 }
 
 /// GET /api/v1/companies/{cnpj}/history: priced like detail, 1 when it answers.
-pub async fn history(state: &Shared, user: &User, cnpj: &str, params: &Params) -> Result<Value, ApiError> {
+pub async fn history(
+    state: &Shared,
+    caller: &Caller,
+    store: Arc<Store>,
+    cnpj: &str,
+    params: &Params,
+) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
-    let store = state.store();
     let items = blocking(move || Ok(store.history(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
-    charge(state, user, state.prices.detail, "history").await?;
+    charge(state, caller, state.prices.detail, "history").await?;
     Ok(json!({"success": true, "data": items}))
 }
 
 /// GET /api/v1/changes: the envelope and pagination of search, priced like it.
-pub async fn changes(state: &Shared, user: &User, params: &Params) -> Result<Value, ApiError> {
+pub async fn changes(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let (page, per_page) = params::pagination(params)?;
     let filters = params::change_filters(params)?;
-    let store = state.store();
     let (total, items) = blocking(move || Ok(store.changes(&filters, page, per_page, locale)?)).await?;
     if !items.is_empty() {
-        charge(state, user, state.prices.search, "changes").await?;
+        charge(state, caller, state.prices.search, "changes").await?;
     }
     let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
     body.extend(pagination(total, page, per_page, items.len()));
@@ -368,16 +499,16 @@ fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json:
     map
 }
 
-pub fn reference_data(state: &AppState, params: &Params) -> Result<Value, ApiError> {
+pub fn reference_data(store: &Store, params: &Params) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
-    Ok(json!({"success": true, "data": state.store().reference_data(locale)}))
+    Ok(json!({"success": true, "data": store.reference_data(locale)}))
 }
 
-pub fn cities(state: &AppState, params: &Params) -> Result<Value, ApiError> {
+pub fn cities(store: &Store, params: &Params) -> Result<Value, ApiError> {
     params::locale(params)?;
     let (page, per_page) = params::pagination(params)?;
     let state_filter = params::city_state(params)?;
-    let (total, items) = state.store().cities(state_filter.as_deref(), params::term(params)?, page, per_page);
+    let (total, items) = store.cities(state_filter.as_deref(), params::term(params)?, page, per_page);
     let pages = pagination(total, page, per_page, items.len());
     Ok(json!({"success": true, "data": items, "pagination": pages}))
 }
@@ -385,17 +516,22 @@ pub fn cities(state: &AppState, params: &Params) -> Result<Value, ApiError> {
 const INVALID_FORMAT: &str = "Invalid CNPJ format. Provide 8 digits (cnpj_basico) or 14 digits (full CNPJ).";
 
 /// POST /api/v1/companies/batch, its body as sent.
-pub async fn batch(state: &Shared, user: &User, params: &Params, body: &[u8]) -> Result<Value, ApiError> {
+pub async fn batch(
+    state: &Shared,
+    caller: &Caller,
+    store: Arc<Store>,
+    params: &Params,
+    body: &[u8],
+) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let entries = batch_entries(body)?;
     let total_requested = entries.len();
     let items = distinct(entries);
-    let store = state.store();
     let lookup_state = Arc::clone(state);
     let results = blocking(move || look_up(&lookup_state, &store, items, locale)).await?;
     let found = results.iter().filter(|(_, r)| matches!(r, Ok(Some(_)))).count() as i64;
     let cost = found * state.prices.batch_item;
-    let remaining = charge(state, user, cost, "batch").await?;
+    let remaining = charge(state, caller, cost, "batch").await?;
     let data: Vec<Value> = results
         .into_iter()
         .map(|(cnpj, result)| match result {
@@ -454,7 +590,8 @@ fn distinct(entries: Vec<String>) -> Vec<(String, Result<CnpjQuery, ()>)> {
     items
 }
 
-/// What a batch found of each entry, from the batch cache or the store (blocking).
+/// What a batch found of each entry, from the batch cache or the store (blocking); the cache's
+/// hits and misses are counted in `cnpj_batch_cache_lookups_total`.
 #[allow(clippy::type_complexity)]
 fn look_up(
     state: &AppState,
@@ -471,7 +608,10 @@ fn look_up(
                     CnpjQuery::Full(c) => c.to_string(),
                     q => q.basico().to_owned(),
                 };
-                match state.cache.get(&key, locale) {
+                let cached = state.cache.get(&key, locale);
+                let result = if cached.is_some() { "hit" } else { "miss" };
+                metrics::counter!("cnpj_batch_cache_lookups_total", "result" => result).increment(1);
+                match cached {
                     Some(cached) => Ok(cached),
                     None => {
                         let record = store.batch(&query, locale)?.map(Arc::new);
@@ -510,7 +650,7 @@ pub fn watch_publications(state: Shared, every: Duration) {
         loop {
             ticks.tick().await;
             let s = Arc::clone(&state);
-            let reloaded = tokio::task::spawn_blocking(move || match s.store().is_current() {
+            let reloaded = tokio::task::spawn_blocking(move || match s.served().store.is_current() {
                 Ok(true) => Ok(None),
                 Ok(false) => s.reload().map(Some),
                 Err(e) => Err(e),
@@ -526,15 +666,14 @@ pub fn watch_publications(state: Shared, every: Duration) {
     });
 }
 
-/// Waits for SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            s.recv().await;
+/// Completes at SIGTERM or Ctrl-C (SIGINT), caught from this call on.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut term, mut interrupt) = (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?);
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = interrupt.recv() => {},
         }
-    };
-    tokio::select! {
-        _ = term => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
+    })
 }

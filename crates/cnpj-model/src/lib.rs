@@ -10,6 +10,7 @@ mod kind;
 mod locale;
 mod record;
 mod size;
+mod utc;
 
 pub use calendar::is_dataset_date;
 pub use cnpj::{Cnpj, CnpjQuery, InvalidCnpj, check_digits};
@@ -22,4 +23,5 @@ pub use record::{
 };
 pub use size::parse_size;
 pub mod filter;
+pub use utc::{utc_seconds, utc_text};
 pub mod rows;

@@ -91,6 +91,9 @@ pub struct Store {
     /// Cities in the served order (folded name, then name, then id), with their folded names.
     cities: Vec<(String, City)>,
     source_month: String,
+    /// The build's id, and when it was built (`YYYY-MM-DDTHH:MM:SSZ`), from the metadata.
+    build_id: String,
+    built_at: String,
     /// When the dataset was published (Postgres; empty for a DuckDB file): a swap changes it.
     published_at: String,
     /// The number of changes per month, event and state, read on first use (`changes.rs`).
@@ -199,7 +202,7 @@ impl Store {
             .map_err(|_| StoreError::NotADataset { dataset: source.to_string() })?;
         let meta = |key: &str| metadata.iter().find(|r| text(r, 0) == key).map(|r| text(r, 1)).unwrap_or_default();
         let (source_month, published_at) = (meta("source_month"), meta("published_at"));
-        let build_id = meta("build_id");
+        let (build_id, built_at) = (meta("build_id"), meta("built_at"));
         let lookup = match source {
             Source::DuckDb(path) => {
                 open_serving("lookup file", &lookup_path(path), &build_id, Lookup::open, Lookup::build_id)
@@ -240,6 +243,8 @@ impl Store {
             municipios,
             cities,
             source_month,
+            build_id,
+            built_at,
             published_at,
             tally: std::sync::OnceLock::new(),
             tables,
@@ -265,6 +270,21 @@ impl Store {
     /// The `YYYY-MM` of the dump this dataset was built from (empty when unknown).
     pub fn source_month(&self) -> &str {
         &self.source_month
+    }
+
+    /// The id of the build that made this dataset (empty when unknown).
+    pub fn build_id(&self) -> &str {
+        &self.build_id
+    }
+
+    /// When the dataset was built, `YYYY-MM-DDTHH:MM:SSZ` (empty when unknown).
+    pub fn built_at(&self) -> &str {
+        &self.built_at
+    }
+
+    /// Whether the database answers a trivial query (for a readiness probe).
+    pub fn ping(&self) -> Result<(), StoreError> {
+        self.backend.rows("ping", "SELECT CAST('ok' AS VARCHAR)", &[]).map(drop)
     }
 
     /// The label of `code` in `table`, `""` for an unknown or empty code.
@@ -410,6 +430,8 @@ impl Store {
 
     /// One page of search results (ordered by CNPJ) and the total number of matches: from the
     /// search index when there is one (a failing index is logged and SQL answers), else by SQL.
+    /// Counted in the `metrics` facade (a no-op without a recorder): `cnpj_searches_total` by
+    /// `answered_by` (`index`, `sql`), and `cnpj_searches_over_budget_total`.
     pub fn search(
         &self,
         filters: &SearchFilters,
@@ -418,11 +440,20 @@ impl Store {
         locale: Locale,
     ) -> Result<(u64, Vec<DetailRecord>), StoreError> {
         match self.search_by_index(filters, page, per_page, locale) {
-            Ok(Some(found)) => return Ok(found),
+            Ok(Some(found)) => {
+                metrics::counter!("cnpj_searches_total", "answered_by" => "index").increment(1);
+                return Ok(found);
+            }
             Ok(None) => {}
             Err(error) => tracing::error!(%error, "the search index failed: searching by SQL"),
         }
-        self.search_by_sql(filters, page, per_page, locale)
+        let found = self.search_by_sql(filters, page, per_page, locale);
+        match &found {
+            Ok(_) => metrics::counter!("cnpj_searches_total", "answered_by" => "sql").increment(1),
+            Err(StoreError::OverBudget) => metrics::counter!("cnpj_searches_over_budget_total").increment(1),
+            Err(_) => {}
+        }
+        found
     }
 
     /// [`Store::search`] on the search index alone: `None` without an index or when the index

@@ -4,10 +4,13 @@
 //! with DuckDB, replicas sharing credits and the rate limit, publication swaps. Module `changes`:
 //! month over month, over the sample dump and its next month. Module `docs`: the API reference
 //! page in headless Chromium. Module `mcp`: the MCP endpoint driven by the official Python SDK.
+//! Module `operating`: probes and status, metrics (scraped by a real Prometheus), request ids and
+//! the JSON log, shutdown.
 
 mod changes;
 mod docs;
 mod mcp;
+mod operating;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -52,6 +55,8 @@ struct Server {
     dir: tempfile::TempDir,
     child: Child,
     addr: String,
+    /// The metrics listener's address (`--metrics-listen`).
+    metrics: Option<String>,
     db: PathBuf,
     accounts: AccountsAt,
 }
@@ -74,19 +79,37 @@ impl Server {
         accounts: AccountsAt,
         extra: &[&str],
     ) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        Server::launch(dir, db, dataset, accounts, extra, |_| {})
+    }
+
+    /// `spawn`, with the command set further by `configure` (its log, its stderr).
+    fn launch(
+        dir: tempfile::TempDir,
+        db: PathBuf,
+        dataset: Vec<std::ffi::OsString>,
+        accounts: AccountsAt,
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cnpj-api"));
+        command
             .args(accounts.args())
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(dataset)
             .args(extra)
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("http://").expect("the server prints its address").to_owned();
-        Server { dir, child, addr, db, accounts }
+            .stdout(Stdio::piped());
+        configure(&mut command);
+        let mut child = command.spawn().expect("the server starts");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut url = || {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            line.trim().strip_prefix("http://").expect("the server prints its URLs").to_owned()
+        };
+        let addr = url();
+        let metrics = extra.contains(&"--metrics-listen").then(|| url().trim_end_matches("/metrics").to_owned());
+        Server { dir, child, addr, metrics, db, accounts }
     }
 
     /// A user with `credits` and a fresh token.
@@ -257,7 +280,7 @@ fn authentication_errors() {
         (405, "Method not allowed.")
     );
     let health = request(&s.addr, "GET", "/healthz", None, None);
-    assert_eq!((health.status, health.body["source_month"].as_str()), (200, Some("2026-09")));
+    assert_eq!((health.status, health.body), (200, json!({"status": "ok"})));
 }
 
 #[test]
@@ -503,8 +526,13 @@ fn reference_data_and_cities_are_free() {
     assert_eq!(s.credits("gil"), (0, 0));
 }
 
-/// Detail requests, one after another, while `swap` runs and until `/healthz` reports `month`
-/// (within 20 s); their statuses.
+/// The month of the dataset `s` serves, as `/api/v1/status` tells it.
+fn served_month(s: &Server) -> Value {
+    request(&s.addr, "GET", "/api/v1/status", None, None).body["data"]["dataset_month"].clone()
+}
+
+/// Detail requests, one after another, while `swap` runs and until `/api/v1/status` reports
+/// `month` (within 20 s); their statuses.
 fn under_load(s: &Server, token: &str, swap: impl FnOnce(), month: &str) -> Vec<u16> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -518,7 +546,7 @@ fn under_load(s: &Server, token: &str, swap: impl FnOnce(), month: &str) -> Vec<
         std::thread::sleep(Duration::from_millis(300));
         swap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while request(&s.addr, "GET", "/healthz", None, None).body["source_month"] != month {
+        while served_month(s) != month {
             assert!(Instant::now() < deadline, "the new dataset was not served");
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -625,6 +653,8 @@ fn responses_conform_to_the_openapi_document() {
         ("/api/v1/companies/{cnpj}/history", "get", get(&s, "/api/v1/companies/11444777000161/history", &token)),
         ("/api/v1/companies/{cnpj}/history", "get", get(&s, "/api/v1/companies/1/history", &token)),
         ("/healthz", "get", request(&s.addr, "GET", "/healthz", None, None)),
+        ("/readyz", "get", request(&s.addr, "GET", "/readyz", None, None)),
+        ("/api/v1/status", "get", request(&s.addr, "GET", "/api/v1/status", None, None)),
     ];
     // The check can fail: a detail record missing its fields, or with one undocumented, does not conform.
     let detail = validator(&doc, "/api/v1/companies/{cnpj}", "get", 200);
@@ -825,7 +855,7 @@ fn invalid_utf8_in_path_or_query_is_a_400_naming_it() {
     let text = String::from_utf8_lossy(&got);
     assert!(closed.is_some(), "closed after the malformed request");
     assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
-    assert!(text.contains("\"openapi\"") && text.contains("\"source_month\""), "{text}");
+    assert!(text.contains("\"openapi\"") && text.contains(r#"{"status":"ok"}"#), "{text}");
 }
 
 /// Issue 19 item 14: one rule for every parameter: an empty value (or a blank text filter) is a
@@ -1116,7 +1146,9 @@ fn postgres_publication_swap_and_rollback() {
     publish(&first, &url);
     let s = pg_server(&url, &["--rate-limit", "100000", "--reload-check", "1"]);
     let token = s.user("ivo", 1_000_000);
-    let month = || request(&s.addr, "GET", "/healthz", None, None).body["source_month"].clone();
+    let ready = request(&s.addr, "GET", "/readyz", None, None);
+    assert_eq!((ready.status, ready.body), (200, json!({"status": "ready"})), "a Postgres dataset answers");
+    let month = || served_month(&s);
     assert_eq!(month(), "2026-09");
     // The second dataset: a small synthetic month.
     let synth = cnpj_synth::SynthOptions {
