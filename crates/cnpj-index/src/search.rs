@@ -770,11 +770,63 @@ pub enum Condition {
     Term { table: &'static str, folded: String },
 }
 
-/// The establishments that match a search.
+/// The establishments that match a search: `ordinals`, or `ordinals ∩ within` when `within` is
+/// given. Of several filters the sparsest is kept apart from the intersection of the others,
+/// which stays dense: a sparse intersection, once made, is every container turned from bits into
+/// an array, and that was most of a search of three broad filters (state, status and size at
+/// 1.0: 19–21 ms, 55 % of it in the conversion). The size and a page are read without making it.
 #[derive(Debug)]
 pub struct Matches {
-    /// Shared with the index's cache when one bitmap is the whole answer.
-    pub ordinals: Arc<RoaringBitmap>,
+    /// Shared with the index's cache when one bitmap is the answer or the dense part.
+    ordinals: Arc<RoaringBitmap>,
+    within: Option<Arc<RoaringBitmap>>,
+}
+
+/// A page is found by walking the smaller part while about this many ordinals are read (else
+/// the intersection is made).
+const PAGE_WALK: u64 = 200_000;
+
+impl Matches {
+    /// How many establishments match.
+    pub fn len(&self) -> u64 {
+        match &self.within {
+            Some(within) => self.ordinals.intersection_len(within),
+            None => self.ordinals.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every matching ordinal, in order.
+    pub fn ordinals(&self) -> Arc<RoaringBitmap> {
+        match &self.within {
+            Some(within) => Arc::new(self.ordinals.as_ref() & within.as_ref()),
+            None => Arc::clone(&self.ordinals),
+        }
+    }
+
+    /// The matching ordinals from rank `offset` on, at most `limit` of them, of `total`.
+    fn page(&self, total: u64, offset: u64, limit: u64) -> Vec<u32> {
+        if let Some(within) = &self.within {
+            let (small, large) =
+                if within.len() <= self.ordinals.len() { (within, &self.ordinals) } else { (&self.ordinals, within) };
+            // The ordinals of `small` read to reach the page's end, at the rate they match.
+            let reads = (offset + limit).saturating_mul(small.len()) / total.max(1);
+            if reads <= PAGE_WALK {
+                return small
+                    .iter()
+                    .filter(|&o| large.contains(o))
+                    .skip(offset as usize)
+                    .take(limit as usize)
+                    .collect();
+            }
+        }
+        let set = self.ordinals();
+        let Some(first) = u32::try_from(offset).ok().and_then(|o| set.select(o)) else { return Vec::new() };
+        set.range(first..).take(limit as usize).collect()
+    }
 }
 
 /// An open search index.
@@ -1204,7 +1256,7 @@ impl SearchIndex {
     /// condition is beyond the index (a term without a word character): the caller then
     /// searches by SQL.
     pub fn matches(&self, conditions: &[Condition]) -> Result<Option<Matches>, SearchIndexError> {
-        let none = || Ok(Some(Matches { ordinals: Arc::default() }));
+        let none = || Ok(Some(Matches { ordinals: Arc::default(), within: None }));
         let mut sets = Vec::with_capacity(conditions.len());
         let mut dates = Vec::new();
         for condition in conditions {
@@ -1223,18 +1275,24 @@ impl SearchIndex {
         // A search has one date range; any other is resolved alone.
         let range = dates.pop();
         sets.extend(dates.into_iter().map(|d| d.within(Vec::new())));
-        let ordinals = match range {
-            Some(range) => range.within(sets),
-            None if sets.is_empty() => Arc::new(self.ordinals(0..self.len())),
-            None => intersect(sets),
+        let (ordinals, within) = match range {
+            Some(range) => (range.within(sets), None),
+            None if sets.is_empty() => (Arc::new(self.ordinals(0..self.len())), None),
+            None if sets.len() == 1 => (sets.pop().expect("one"), None),
+            None => {
+                sets.sort_by_key(|s| s.len());
+                let sparsest = sets.remove(0);
+                (intersect(sets), Some(sparsest))
+            }
         };
-        Ok(Some(Matches { ordinals }))
+        Ok(Some(Matches { ordinals, within }))
     }
 
-    /// The CNPJs of the ordinals of `set` from rank `offset` on, at most `limit` of them.
-    pub fn cnpjs(&self, set: &RoaringBitmap, offset: u64, limit: u64) -> Vec<String> {
-        let Some(first) = u32::try_from(offset).ok().and_then(|o| set.select(o)) else { return Vec::new() };
-        set.range(first..).take(limit as usize).map(|ordinal| unpack(self.packed_at(self.position(ordinal)))).collect()
+    /// The CNPJs of `matches` from rank `offset` on, at most `limit` of them, of `total` (their
+    /// [`Matches::len`]).
+    pub fn cnpjs(&self, matches: &Matches, total: u64, offset: u64, limit: u64) -> Vec<String> {
+        let page = matches.page(total, offset, limit);
+        page.into_iter().map(|ordinal| unpack(self.packed_at(self.position(ordinal)))).collect()
     }
 }
 
@@ -1432,6 +1490,38 @@ mod tests {
             prop_assert!(bytes.len() <= bitmap.serialized_size());
             // Which form is chosen is its own test; this one checks both forms read back.
             prop_assert_eq!(read, bitmap);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_page_of_a_part_kept_apart_is_the_page_of_the_intersection(
+            a in proptest::collection::vec(0u32..5_000, 0..2_000),
+            b in proptest::collection::vec(0u32..5_000, 0..3_000),
+            offset in 0u64..1_500,
+            limit in 1u64..50,
+        ) {
+            let (a, b): (RoaringBitmap, RoaringBitmap) = (a.into_iter().collect(), b.into_iter().collect());
+            check_page(&a, &b, offset, limit);
+        }
+    }
+
+    fn check_page(a: &RoaringBitmap, b: &RoaringBitmap, offset: u64, limit: u64) {
+        let matches = Matches { ordinals: Arc::new(b.clone()), within: Some(Arc::new(a.clone())) };
+        let all: Vec<u32> = (a & b).iter().collect();
+        assert_eq!(matches.len(), all.len() as u64);
+        let expected: Vec<u32> = all.iter().copied().skip(offset as usize).take(limit as usize).collect();
+        assert_eq!(matches.page(matches.len(), offset, limit), expected, "from {offset}");
+    }
+
+    #[test]
+    fn a_deep_page_of_a_sparse_intersection_is_read_from_the_intersection() {
+        let evens: RoaringBitmap = (0..1_000_000).step_by(2).collect();
+        let thirds: RoaringBitmap = (0..1_000_000).step_by(3).collect();
+        // Every second multiple of 3 is even: a page is walked to up to rank 100,000 (two reads a
+        // match, PAGE_WALK reads), past it read from the intersection.
+        for offset in [0, 50_000, 150_000, 166_660, 170_000] {
+            check_page(&evens, &thirds, offset, 20);
         }
     }
 
@@ -1679,7 +1769,7 @@ mod date_ranges {
                 .collect();
             let found = index.matches(&conditions).unwrap().unwrap();
 
-            let found: Vec<u32> = found.ordinals.iter().collect();
+            let found: Vec<u32> = found.ordinals().iter().collect();
             assert_eq!(found, expected, "{:?}..{:?} of {conditions:?}", from.map(date_text), to.map(date_text));
         }
     }

@@ -482,7 +482,8 @@ impl Store {
         let conditions = filters.conditions(|name| self.city_codes(name));
         let Some(matches) = index.matches(&conditions)? else { return Ok(None) };
         let offset = page.saturating_sub(1).saturating_mul(per_page);
-        Ok(Some((matches.ordinals.len(), index.cnpjs(&matches.ordinals, offset, per_page))))
+        let total = matches.len();
+        Ok(Some((total, index.cnpjs(&matches, total, offset, per_page))))
     }
 
     /// The codes of the cities named `name` (folded equality).
