@@ -153,6 +153,7 @@ where
     let posts = Router::new()
         .route("/api/v1/companies/batch", post(batch_route).fallback(not_allowed("POST")))
         .route_layer(authenticate())
+        .route_layer(with_dataset())
         .route_layer(middleware::from_fn_with_state("POST", only_method));
     // Authenticated and rate-limited as the REST routes are (its tools charge as they do).
     let mcp = Router::new()
