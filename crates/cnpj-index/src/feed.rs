@@ -308,10 +308,8 @@ impl EstablishmentFeed<'_> {
             p.add(Table::Cep4, &r.cep[..4], ordinal);
             cep_suffix = r.cep[4..].parse().unwrap_or(u16::MAX);
         }
-        p.add_words(Table::Nome, &r.nome_fantasia_fold, ordinal..ordinal + 1);
-        p.add_words(Table::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
-        p.add_phrases(Field::Fantasia, &r.nome_fantasia_fold, ordinal..ordinal + 1);
-        p.add_phrases(Field::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
+        p.add_text(Field::Fantasia, &r.nome_fantasia_fold, ordinal..ordinal + 1);
+        p.add_text(Field::Bairro, &r.bairro_fold, ordinal..ordinal + 1);
         p.settle();
         if p.bytes > self.writer.spill_bytes {
             self.writer.spill(&mut self.postings)?;
@@ -497,8 +495,7 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
             let p = &mut self.postings;
             p.add_range(Table::Porte, &r.porte_empresa, ordinals.clone());
             p.add_range(Table::Natureza, &r.natureza_juridica, ordinals.clone());
-            p.add_words(Table::Nome, &r.razao_social_fold, ordinals.clone());
-            p.add_phrases(Field::Razao, &r.razao_social_fold, ordinals);
+            p.add_text(Field::Razao, &r.razao_social_fold, ordinals);
             p.settle();
             if p.bytes > self.writer.spill_bytes {
                 self.writer.spill(&mut self.postings)?;

@@ -160,6 +160,14 @@ impl Field {
         }
     }
 
+    /// The word table of the field's words.
+    fn words_table(self) -> Table {
+        match self {
+            Field::Fantasia | Field::Razao => Table::Nome,
+            Field::Bairro => Table::Bairro,
+        }
+    }
+
     fn name(table: Table) -> &'static str {
         TABLES.iter().find(|(t, _)| *t == table).map(|(_, name)| *name).expect("every table is named")
     }
@@ -181,7 +189,26 @@ pub(crate) struct Postings {
     pub(crate) bytes: usize,
     /// The buffer phrase keys are written in.
     key: String,
+    /// By [`Field`]: the texts last added, with the slots of their keys.
+    memos: [Vec<Memo>; 3],
 }
+
+/// A text a field held lately, and the keys it gave: `(table, slot)` of each of its words,
+/// phrase keys and, when a word repeats, its repeated-text key.
+///
+/// Hand-rolled for speed (BENCHMARKS.md, "Phrase search at 1.0, third pass"): texts repeat (a
+/// neighbourhood's name, an empty or common trading name, a company name carried to each of
+/// its establishments), and splitting one into words and phrase keys and finding each key in the
+/// maps cost more than the index's words had before phrases. A direct-mapped memo of
+/// [`MEMO_SLOTS`] texts per field turns a repeated text into one hash and one comparison.
+#[derive(Default)]
+struct Memo {
+    text: String,
+    keys: Vec<(Table, u32)>,
+}
+
+/// Texts a field's memo holds (a power of two).
+const MEMO_SLOTS: usize = 4096;
 
 /// One table's postings in memory: a bitmap per key, and the (key, ordinal) pairs added since
 /// they were last put in, up to [`PENDING`] of them.
@@ -304,33 +331,69 @@ impl Postings {
     /// Adds `ordinals` to `key`. A feed adds ordinals in ascending order, and calls
     /// [`Postings::settle`] between rows.
     pub(crate) fn add_range(&mut self, table: Table, key: &str, ordinals: std::ops::Range<u32>) {
-        let t = &mut self.tables[table as usize];
-        let Some((slot, new)) = t.slot(key) else { return };
-        if new {
-            self.bytes += 96 + key.len();
-        }
-        // An array entry is 2 bytes; a full container 8 KiB for 65,536.
-        self.bytes += (ordinals.len() * 2).min(ordinals.len() / 8 + 64);
-        t.pending.extend(ordinals.map(|ordinal| u64::from(slot) << 32 | u64::from(ordinal)));
+        self.put(table, key, ordinals);
     }
 
     pub(crate) fn add(&mut self, table: Table, key: &str, ordinal: u32) {
         self.add_range(table, key, ordinal..ordinal + 1);
     }
 
-    pub(crate) fn add_words(&mut self, table: Table, folded: &str, ordinals: std::ops::Range<u32>) {
-        words(folded, |w| self.add_range(table, w, ordinals.clone()));
+    /// Adds `ordinals` to `key`; the key's slot, none for a key that cannot be held.
+    fn put(&mut self, table: Table, key: &str, ordinals: std::ops::Range<u32>) -> Option<u32> {
+        let t = &mut self.tables[table as usize];
+        let (slot, new) = t.slot(key)?;
+        if new {
+            self.bytes += 96 + key.len();
+        }
+        self.put_slot(table, slot, ordinals);
+        Some(slot)
     }
 
-    /// Adds the phrase keys of `field`'s folded text, and the text itself when a word stands in
-    /// it twice.
-    pub(crate) fn add_phrases(&mut self, field: Field, folded: &str, ordinals: std::ops::Range<u32>) {
+    fn put_slot(&mut self, table: Table, slot: u32, ordinals: std::ops::Range<u32>) {
+        // An array entry is 2 bytes; a full container 8 KiB for 65,536.
+        self.bytes += (ordinals.len() * 2).min(ordinals.len() / 8 + 64);
+        let t = &mut self.tables[table as usize];
+        t.pending.extend(ordinals.map(|ordinal| u64::from(slot) << 32 | u64::from(ordinal)));
+    }
+
+    /// Adds the words of `field`'s folded text to its word table, its phrase keys to its phrase
+    /// table, and the text itself to its repeated-text table when a word stands in it twice.
+    pub(crate) fn add_text(&mut self, field: Field, folded: &str, ordinals: std::ops::Range<u32>) {
+        if folded.is_empty() {
+            return;
+        }
+        let memos = &mut self.memos[field as usize];
+        if memos.is_empty() {
+            memos.resize_with(MEMO_SLOTS, Memo::default);
+        }
+        let at = std::hash::BuildHasher::hash_one(&foldhash::fast::FixedState::with_seed(0), folded) as usize
+            & (MEMO_SLOTS - 1);
+        let mut memo = std::mem::take(&mut memos[at]);
+        if memo.text == folded {
+            for &(table, slot) in &memo.keys {
+                self.put_slot(table, slot, ordinals.clone());
+            }
+        } else {
+            memo.text.clear();
+            memo.text.push_str(folded);
+            memo.keys.clear();
+            self.add_keys(field, folded, ordinals, &mut memo.keys);
+        }
+        self.memos[field as usize][at] = memo;
+    }
+
+    /// [`Postings::add_text`] without the memo; pushes each key's `(table, slot)` on `keys`.
+    fn add_keys(&mut self, field: Field, folded: &str, ordinals: std::ops::Range<u32>, keys: &mut Vec<(Table, u32)>) {
         let (pairs, repeats, _) = field.tables();
+        let words_table = field.words_table();
+        words(folded, |w| keys.extend(self.put(words_table, w, ordinals.clone()).map(|slot| (words_table, slot))));
         let mut key = std::mem::take(&mut self.key);
-        let repeated = phrase_keys(folded, &mut key, |k| self.add_range(pairs, k, ordinals.clone()));
+        let repeated = phrase_keys(folded, &mut key, |k| {
+            keys.extend(self.put(pairs, k, ordinals.clone()).map(|slot| (pairs, slot)))
+        });
         self.key = key;
         if repeated {
-            self.add_range(repeats, folded, ordinals);
+            keys.extend(self.put(repeats, folded, ordinals).map(|slot| (repeats, slot)));
         }
     }
 
@@ -362,6 +425,8 @@ impl Postings {
         }
         out.flush().map_err(io)?;
         self.bytes = 0;
+        // The slots the memos hold were the maps', now empty.
+        self.memos.iter_mut().for_each(Vec::clear);
         Ok(())
     }
 }
@@ -1594,7 +1659,7 @@ mod tests {
         for ordinal in 0..n {
             postings.add(Table::Situacao, "02", ordinal);
             if ordinal % 3 == 0 {
-                postings.add_words(Table::Situacao, "02 02", ordinal..ordinal + 1);
+                postings.add(Table::Situacao, "02", ordinal);
             }
             postings.settle();
         }
@@ -1609,6 +1674,35 @@ mod tests {
             .map(|(key, bitmap)| (key.into(), bitmap.iter().collect()))
             .collect();
         assert_eq!(held, [("02".to_owned(), (0..n).collect()), ("08".to_owned(), vec![2, 5, 6, 7, 8])]);
+    }
+
+    /// Every table's keys and ordinals, settled; empties `postings`.
+    fn held(postings: &mut Postings) -> Vec<Vec<(Box<str>, Vec<u32>)>> {
+        let tables = postings.tables.iter_mut();
+        tables.map(|t| t.drain_sorted().into_iter().map(|(k, b)| (k, b.iter().collect())).collect()).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn a_text_remembered_adds_the_keys_it_gave_when_first_split(
+            texts in proptest::collection::vec((0usize..3, "(A|B|SAO|PAULO| |-|\\.){0,6}"), 1..200),
+            spill_at in 0usize..200,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let fields = [Field::Fantasia, Field::Razao, Field::Bairro];
+            let (mut memo, mut plain) = (Postings::default(), Postings::default());
+            for (i, (field, text)) in texts.iter().enumerate() {
+                let ordinals = 2 * i as u32..2 * i as u32 + 1 + (i % 2) as u32;
+                if i == spill_at {
+                    memo.spill(&dir.path().join("spill")).unwrap();
+                    plain.spill(&dir.path().join("spill")).unwrap();
+                }
+                memo.add_text(fields[*field], text, ordinals.clone());
+                plain.add_keys(fields[*field], text, ordinals, &mut Vec::new());
+            }
+            prop_assert_eq!(memo.bytes, plain.bytes);
+            prop_assert_eq!(held(&mut memo), held(&mut plain));
+        }
     }
 
     fn check(keys: &[&str], needle: &str, expected: &[&str]) {
