@@ -13,7 +13,8 @@
 //! every request, and the index server's anonymous memory (RssAnon) after it. Last, the changes suite, when the dataset recorded changes
 //! (a build with `--previous`): `GET /api/v1/changes` with each filter alone and combined (values
 //! picked from the dataset's history), deep pages, and a company's history by 14 and 8
-//! characters, each query alone.
+//! characters, each query alone. With a baseline binary, detail lookups also run on it, in turns
+//! with this server's, before the suites. This server runs with its metrics listener on.
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
@@ -23,7 +24,7 @@
 //! default 2), `CNPJ_BENCH_BASELINE` (`0`: no baseline), `CNPJ_BENCH_BASELINE_API` and
 //! `CNPJ_BENCH_BASELINE_DB` (the baseline is then another `cnpj-api` binary, e.g. today's main
 //! built apart, serving its own build of the same month, instead of this server searching by SQL
-//! with an unbounded `--search-budget`)).
+//! with an unbounded `--search-budget`), `CNPJ_BENCH_SUITES` (`0`: the scenarios only)).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -510,6 +511,41 @@ fn text_suite_run(
     }
 }
 
+/// Detail lookups on this server and on the baseline binary (serving its own build of the month),
+/// in turns, three rounds each (a round's figures move by a few percent on a shared machine);
+/// then the rate of each over its rounds and the change.
+fn detail_against_baseline(
+    addr: &str,
+    detail: &[Vec<u8>],
+    api: &Path,
+    accounts: &Path,
+    base_db: &str,
+    (connections, seconds): (usize, f64),
+    row: &dyn Fn(&str, &Outcome),
+) {
+    let base = Server::spawn_binary(api, accounts, &["--db".into(), base_db.into()], &[]);
+    // The same CNPJs, addressed to the baseline's listener.
+    let to_base: Vec<Vec<u8>> = detail
+        .iter()
+        .map(|r| String::from_utf8_lossy(r).replace(&format!("Host: {addr}"), &format!("Host: {}", base.addr)).into_bytes())
+        .collect();
+    let (mut ours, mut theirs) = ((0, 0.0), (0, 0.0));
+    for _ in 0..3 {
+        let o = drive(addr, connections, seconds, detail);
+        row("detail", &o);
+        ours = (ours.0 + o.requests, ours.1 + o.seconds);
+        let o = drive(&base.addr, connections, seconds, &to_base);
+        row("detail base", &o);
+        theirs = (theirs.0 + o.requests, theirs.1 + o.seconds);
+    }
+    let (ours, theirs) = (ours.0 as f64 / ours.1, theirs.0 as f64 / theirs.1);
+    println!(
+        "detail over 3 rounds: {ours:.0} requests/s, baseline ({}) {theirs:.0}: {:+.1} %",
+        api.display(),
+        (ours / theirs - 1.0) * 100.0
+    );
+}
+
 fn main() {
     let seconds: f64 = env_or("CNPJ_BENCH_SECONDS", 10.0);
     let connections: usize = env_or("CNPJ_BENCH_CONNECTIONS", 8);
@@ -546,7 +582,8 @@ fn main() {
         }
         Err(_) => (vec!["--db".into(), db.clone().into()], Vec::new()),
     };
-    let server = Server::spawn(&accounts, &dataset, &indexed);
+    // Served as in production: with the metrics listener on (every request recorded).
+    let server = Server::spawn(&accounts, &dataset, &[&indexed[..], &["--metrics-listen", "127.0.0.1:0"]].concat());
     let addr = server.addr.clone();
 
     let cnpjs: Vec<String> = match std::env::var("CNPJ_BENCH_CNPJS") {
@@ -597,8 +634,7 @@ fn main() {
         "{:<12} {:>10} {:>12} {:>10} {:>10} {:>8}",
         "scenario", "requests", "requests/s", "p50 ms", "p99 ms", "errors"
     );
-    for (name, requests) in [("detail", &detail), ("search", &search), ("batch-100", &batch)] {
-        let o = drive(&addr, connections, seconds, requests);
+    let row = |name: &str, o: &Outcome| {
         println!(
             "{name:<12} {:>10} {:>12.0} {:>10.2} {:>10.2} {:>8}",
             o.requests,
@@ -607,11 +643,20 @@ fn main() {
             percentile(&o.latencies, 0.99),
             o.errors
         );
+    };
+    for (name, requests) in [("detail", &detail), ("search", &search), ("batch-100", &batch)] {
+        row(name, &drive(&addr, connections, seconds, requests));
+    }
+    let other = std::env::var("CNPJ_BENCH_BASELINE_API").ok().zip(std::env::var("CNPJ_BENCH_BASELINE_DB").ok());
+    if let Some((api, base_db)) = &other {
+        detail_against_baseline(&addr, &detail, Path::new(api), &accounts, base_db, (connections, seconds), &row);
+    }
+    if std::env::var("CNPJ_BENCH_SUITES").is_ok_and(|v| v == "0") {
+        return;
     }
 
     // The search suite: each query alone on the index, then on SQL (the baseline).
     let suite = search_suite(&db);
-    let other = std::env::var("CNPJ_BENCH_BASELINE_API").ok().zip(std::env::var("CNPJ_BENCH_BASELINE_DB").ok());
     let baseline_name = match &other {
         Some((api, base_db)) => format!("{api} serving {base_db}"),
         None => "the same server searching by SQL".to_owned(),
