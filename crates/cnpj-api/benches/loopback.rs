@@ -13,8 +13,9 @@
 //! every request, and the index server's anonymous memory (RssAnon) after it. Last, the changes suite, when the dataset recorded changes
 //! (a build with `--previous`): `GET /api/v1/changes` with each filter alone and combined (values
 //! picked from the dataset's history), deep pages, and a company's history by 14 and 8
-//! characters, each query alone. With a baseline binary, detail lookups also run on it, in turns
-//! with this server's, before the suites. This server runs with its metrics listener on.
+//! characters, each query alone. This server runs with its metrics listener on; with a baseline
+//! binary, detail lookups run in turns on this server, on this binary without the metrics and on
+//! the baseline, before the suites.
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
@@ -511,38 +512,46 @@ fn text_suite_run(
     }
 }
 
-/// Detail lookups on this server and on the baseline binary (serving its own build of the month),
-/// in turns, three rounds each (a round's figures move by a few percent on a shared machine);
-/// then the rate of each over its rounds and the change.
-fn detail_against_baseline(
-    addr: &str,
+/// Detail lookups in turns, three rounds each after one round to warm up (a round's figures move
+/// by a few percent on a shared machine): on this server (metrics on), on this binary without the
+/// metrics listener (its own server over the same dataset), and on the baseline binary serving its
+/// own build of the month; then each one's rate over its rounds, and the change from the baseline.
+fn detail_in_turns(
+    ours: &str,
     detail: &[Vec<u8>],
-    api: &Path,
-    accounts: &Path,
-    base_db: &str,
+    (accounts, dataset): (&Path, &[std::ffi::OsString]),
+    (api, base_db): (&Path, &str),
     (connections, seconds): (usize, f64),
     row: &dyn Fn(&str, &Outcome),
 ) {
+    let plain = Server::spawn(accounts, dataset, &[]);
     let base = Server::spawn_binary(api, accounts, &["--db".into(), base_db.into()], &[]);
-    // The same CNPJs, addressed to the baseline's listener.
-    let to_base: Vec<Vec<u8>> = detail
-        .iter()
-        .map(|r| String::from_utf8_lossy(r).replace(&format!("Host: {addr}"), &format!("Host: {}", base.addr)).into_bytes())
-        .collect();
-    let (mut ours, mut theirs) = ((0, 0.0), (0, 0.0));
-    for _ in 0..3 {
-        let o = drive(addr, connections, seconds, detail);
-        row("detail", &o);
-        ours = (ours.0 + o.requests, ours.1 + o.seconds);
-        let o = drive(&base.addr, connections, seconds, &to_base);
-        row("detail base", &o);
-        theirs = (theirs.0 + o.requests, theirs.1 + o.seconds);
+    let servers = [("detail", ours), ("detail plain", &plain.addr), ("detail base", &base.addr)];
+    // The same CNPJs, addressed to each listener.
+    let to = |addr: &str| -> Vec<Vec<u8>> {
+        let host = |a: &str| format!("Host: {a}\r\n");
+        detail.iter().map(|r| String::from_utf8_lossy(r).replace(&host(ours), &host(addr)).into_bytes()).collect()
+    };
+    let requests: Vec<Vec<Vec<u8>>> = servers.iter().map(|(_, addr)| to(addr)).collect();
+    let mut sums = [(0, 0.0); 3];
+    for round in 0..4 {
+        for (i, (name, addr)) in servers.iter().enumerate() {
+            let o = drive(addr, connections, seconds, &requests[i]);
+            if round > 0 {
+                row(name, &o);
+                sums[i] = (sums[i].0 + o.requests, sums[i].1 + o.seconds);
+            }
+        }
     }
-    let (ours, theirs) = (ours.0 as f64 / ours.1, theirs.0 as f64 / theirs.1);
+    let rate = |i: usize| sums[i].0 as f64 / sums[i].1;
     println!(
-        "detail over 3 rounds: {ours:.0} requests/s, baseline ({}) {theirs:.0}: {:+.1} %",
+        "detail over 3 rounds: {:.0}/s with metrics ({:+.1} %), {:.0}/s without ({:+.1} %), baseline ({}) {:.0}/s",
+        rate(0),
+        (rate(0) / rate(2) - 1.0) * 100.0,
+        rate(1),
+        (rate(1) / rate(2) - 1.0) * 100.0,
         api.display(),
-        (ours / theirs - 1.0) * 100.0
+        rate(2)
     );
 }
 
@@ -649,7 +658,8 @@ fn main() {
     }
     let other = std::env::var("CNPJ_BENCH_BASELINE_API").ok().zip(std::env::var("CNPJ_BENCH_BASELINE_DB").ok());
     if let Some((api, base_db)) = &other {
-        detail_against_baseline(&addr, &detail, Path::new(api), &accounts, base_db, (connections, seconds), &row);
+        let baseline = (Path::new(api), base_db.as_str());
+        detail_in_turns(&addr, &detail, (&accounts, &dataset), baseline, (connections, seconds), &row);
     }
     if std::env::var("CNPJ_BENCH_SUITES").is_ok_and(|v| v == "0") {
         return;

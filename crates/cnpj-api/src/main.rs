@@ -179,10 +179,16 @@ fn main() -> ExitCode {
 }
 
 /// Writes `text` and a newline to stdout; a closed pipe is an error (`main` ends quietly on it).
+/// Writes `text` and a newline to stdout in one write (stdout's line buffering writes each line as
+/// it comes when they are formatted in pieces, and a reader that closes the pipe after the first
+/// line would fail the second). A reader gone (a closed pipe) is no error: nothing else is
+/// written to stdout.
 fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")?;
-    out.flush()
+    match out.write_all(format!("{text}\n").as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        done => done,
+    }
 }
 
 /// A search budget: seconds, more than 0 and at most an hour.

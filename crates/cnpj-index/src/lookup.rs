@@ -19,6 +19,7 @@
 //! per cell a varint `len + 1`, or 0 for NULL, and the bytes. A block whose checksum does not
 //! match is an error (the store then answers through SQL), never a wrong or missing row.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -514,12 +515,22 @@ impl Lookup {
         Ok(())
     }
 
-    /// One block, read, checked and inflated.
+    /// One block, read, checked and inflated (with the thread's inflater: making a zstd context
+    /// costs more than inflating a block, and was 10 % of the API's CPU under detail lookups at
+    /// 1.0 by `perf`, BENCHMARKS.md "Detail lookups with the metrics on").
     fn block(&self, block: &BlockRef) -> Result<Vec<u8>, LookupError> {
-        let mut inflater = Inflater::new(self)?;
-        let mut raw = Vec::new();
-        inflater.block(self, block, &mut raw)?;
-        Ok(raw)
+        thread_local! {
+            static INFLATER: RefCell<Option<Inflater>> = const { RefCell::new(None) };
+        }
+        INFLATER.with_borrow_mut(|kept| {
+            let inflater = match kept {
+                Some(inflater) => inflater,
+                None => kept.insert(Inflater::new(self)?),
+            };
+            let mut raw = Vec::new();
+            inflater.block(self, block, &mut raw)?;
+            Ok(raw)
+        })
     }
 
     fn corrupt(&self, reason: &str) -> LookupError {

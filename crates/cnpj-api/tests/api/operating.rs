@@ -1,7 +1,8 @@
 //! Operating the service: the probes (`/healthz`, `/readyz`, also over Postgres accounts that stop
 //! answering), `/api/v1/status` and the `X-Dataset-Month` header; the metrics listener (series
 //! that do not grow with the CNPJs asked for, `promtool check metrics`, a real Prometheus scraping
-//! it); request ids and the JSON log; SIGTERM letting 50 slow searches finish.
+//! it); request ids and the JSON log; SIGTERM letting 50 slow searches finish; a reader that closes
+//! the server's stdout after its first URL.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -210,6 +211,29 @@ fn metrics_series_do_not_grow_with_the_cnpjs_asked_for() {
     assert_eq!(value(&text, "cnpj_http_requests_total", &detail), Some(10_000.0));
     assert_eq!(value(&text, "cnpj_http_requests_total", &[("route", "unmatched")]), Some(1_000.0));
     assert!(!text.contains(&cnpj(5_000)) && !text.contains("/nowhere/"), "no path in a label");
+}
+
+#[test]
+fn a_reader_of_the_first_url_only_does_not_stop_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    build_dataset(&root().join("data/sample-dump"), &db);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        .args(AccountsAt::File(dir.path().join("accounts.sqlite")).args())
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--db"])
+        .arg(&db)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    // The first line only, and the pipe closed (as `| head -1` does).
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let mut child = Killed(child);
+    let addr = line.trim().trim_start_matches("http://").to_owned();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.0.try_wait().unwrap().is_none(), "the server is still running");
+    assert_eq!(request(&addr, "GET", "/healthz", None, None).status, 200);
 }
 
 /// Kills a process it holds when dropped.
