@@ -73,6 +73,11 @@ impl Person {
         self.password_hash.is_some()
     }
 
+    /// Whether `password` is this person's.
+    pub fn password_matches(&self, password: &str) -> bool {
+        self.password_hash.as_deref().is_some_and(|h| check_password(h, password))
+    }
+
     /// The name to show: the display name, else the email, else the user's name.
     pub fn shown_name(&self) -> &str {
         self.display_name.as_deref().filter(|n| !n.is_empty()).or(self.email.as_deref()).unwrap_or(&self.name)
@@ -112,6 +117,13 @@ pub fn hash_password(password: &str) -> Result<String, AccountsError> {
 /// Whether `password` matches a hash made by `hash_password`.
 pub fn check_password(hash: &str, password: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|h| argon2::Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
+/// A hash checked in place of an unknown account's, so that a login takes as long for an
+/// unknown email as for a wrong password.
+fn stand_in_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| hash_password("no account has this password").unwrap_or_default())
 }
 
 /// An email as stored: trimmed and lower-cased.
@@ -168,6 +180,15 @@ impl Accounts {
 
     pub fn person_by_email(&self, email: &str) -> Result<Option<Person>, AccountsError> {
         self.tx(|db| one_person(db, "email = $1", normal_email(email).into()))
+    }
+
+    /// The active person with this email and password; `None` otherwise, after the same work
+    /// (one argon2id verification) whether the email is unknown or the password wrong.
+    pub fn verify_login(&self, email: &str, password: &str) -> Result<Option<Person>, AccountsError> {
+        let found = self.person_by_email(email)?;
+        let hash = found.as_ref().and_then(|p| p.password_hash.as_deref()).unwrap_or(stand_in_hash());
+        let matches = check_password(hash, password);
+        Ok(found.filter(|p| matches && p.password_hash.is_some() && p.status == Status::Active))
     }
 
     pub fn person_by_name(&self, name: &str) -> Result<Person, AccountsError> {

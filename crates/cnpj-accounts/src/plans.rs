@@ -59,17 +59,22 @@ pub enum PlansError {
 impl Default for Plans {
     /// The built-in plan `free`: no allowance, 100 requests a minute.
     fn default() -> Plans {
+        Plans::free(default_per_minute())
+    }
+}
+
+impl Plans {
+    /// The built-in plan `free` alone: no allowance, `requests_per_minute`.
+    pub fn free(requests_per_minute: u32) -> Plans {
         let free = Plan {
             monthly_allowance: 0,
-            requests_per_minute: default_per_minute(),
+            requests_per_minute,
             max_tokens: default_max_tokens(),
             max_watched: default_max_watched(),
         };
         Plans { default: "free".into(), plans: BTreeMap::from([("free".into(), free)]) }
     }
-}
 
-impl Plans {
     /// A plans file: `default = "NAME"` and a table `[plans.NAME]` per plan (`monthly_allowance`,
     /// `requests_per_minute`, `max_tokens`, `max_watched`).
     pub fn parse(text: &str) -> Result<Plans, PlansError> {
