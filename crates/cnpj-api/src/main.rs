@@ -47,7 +47,8 @@ struct Cli {
     /// plan `free`: no allowance, --rate-limit requests per minute.
     #[arg(long, global = true, env = "CNPJ_API_PLANS")]
     plans: Option<PathBuf>,
-    /// The service's address as people reach it, for the links the accounts commands print.
+    /// The service's address as people reach it, for the links the accounts commands print and
+    /// the pages mail.
     #[arg(long, global = true, env = "CNPJ_API_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
     public_url: String,
     #[command(subcommand)]
@@ -120,6 +121,15 @@ struct ServeArgs {
     /// Session cookies without `Secure`, for plain HTTP on a laptop (never behind TLS).
     #[arg(long)]
     insecure_cookies: bool,
+    /// Send mail through this SMTP server: verification links at sign-up (an account is usable
+    /// once verified) and reset links from /password/forgot (their links start with
+    /// --public-url). smtp://host:port (plain; ?tls=required for STARTTLS) or smtps://host, with
+    /// user:password@ when the server wants them.
+    #[arg(long, env = "CNPJ_API_SMTP_URL", requires = "mail_from")]
+    smtp_url: Option<String>,
+    /// The sender of that mail, e.g. "CNPJ Registry <no-reply@example.com>".
+    #[arg(long, env = "CNPJ_API_MAIL_FROM", requires = "smtp_url")]
+    mail_from: Option<String>,
     /// The rate limit's rolling window, in seconds.
     #[arg(long, default_value_t = 60)]
     rate_window: u64,
@@ -271,7 +281,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let plans = plans.unwrap_or_else(|| Plans::free(args.rate_limit));
-            serve(*args, accounts.with_plans(plans))
+            serve(*args, accounts.with_plans(plans), &cli.public_url)
         }
         Command::Accounts { command } => {
             manage(&accounts.with_plans(plans.unwrap_or_default()), &cli.public_url, command)
@@ -280,7 +290,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// `serve`: opens the dataset, serves it until SIGTERM or Ctrl-C, then flushes the accounts store.
-fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
+fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Result<()> {
     let source = match (args.db, args.postgres) {
         (Some(path), _) => Source::DuckDb(path),
         (None, Some(url)) => Source::Postgres { url, schema: args.schema },
@@ -303,7 +313,11 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
         SignupArg::Invite => cnpj_pages::Signup::Invite,
         SignupArg::Closed => cnpj_pages::Signup::Closed,
     };
-    let pages = cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies };
+    let mail = match (&args.smtp_url, &args.mail_from) {
+        (Some(url), Some(from)) => Some(cnpj_pages::Mailer::new(url, from, public_url)?),
+        _ => None,
+    };
+    let pages = cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail };
     let state = Arc::new(server::AppState::new(store, accounts, limiter, prices));
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),

@@ -6,10 +6,11 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cnpj_accounts::{Person, Status};
+use cnpj_accounts::{LinkKind, Person, Status};
 use serde::Deserialize;
 
 use crate::guard::{SESSION_COOKIE, password_problem};
+use crate::mail::Mail;
 use crate::{Fields, Pages, Signup, StoreFailed, Visit, blocking, see_other, templates};
 
 /// The longest email and display name taken.
@@ -78,6 +79,7 @@ impl Visit {
             a.open_session(id)
         })
         .await?;
+        metrics::counter!("cnpj_sessions_opened_total").increment(1);
         Ok(self.redirect_with_session("/account", Some(&session)))
     }
 }
@@ -92,7 +94,7 @@ pub(crate) async fn signup_page(State(pages): State<Pages>, visit: Visit, Query(
                 return visit.message(StatusCode::OK, "signup", visit.lang.t("invite_needed"), false, None);
             };
             let peek = token.clone();
-            match blocking(&pages, move |a| a.peek_link(&peek, cnpj_accounts::LinkKind::Invite)).await {
+            match blocking(&pages, move |a| a.peek_link(&peek, LinkKind::Invite)).await {
                 Ok(Some(link)) => visit.signup_form(StatusCode::OK, None, Some((token, link.email)), "", ""),
                 Ok(None) => visit.message(StatusCode::NOT_FOUND, "signup", visit.lang.t("link_invalid"), true, None),
                 Err(e) => e.into_response(),
@@ -128,7 +130,7 @@ async fn signup_invited(
 ) -> Result<Response, StoreFailed> {
     let token = form.text("invite", 128);
     let peek = token.clone();
-    let Some(link) = blocking(pages, move |a| a.peek_link(&peek, cnpj_accounts::LinkKind::Invite)).await? else {
+    let Some(link) = blocking(pages, move |a| a.peek_link(&peek, LinkKind::Invite)).await? else {
         return Ok(visit.message(StatusCode::NOT_FOUND, "signup", visit.lang.t("link_invalid"), true, None));
     };
     if let Some(problem) = password_problem(&password, &link.email) {
@@ -162,18 +164,36 @@ async fn signup_open(
         return Ok(visit.signup_form(StatusCode::BAD_REQUEST, Some(problem), None, name, &email));
     }
     let (name_owned, email_owned, locale) = (name.to_owned(), email.clone(), visit.lang.code());
+    // With mail, the account is usable once its email is verified.
+    let status = if pages.config.mail.is_some() { Status::Unverified } else { Status::Active };
     let made = blocking(pages, move |a| {
         let hash = cnpj_accounts::hash_password(&password)?;
-        match a.create_person(&email_owned, &hash, &name_owned, locale, Status::Active) {
+        match a.create_person(&email_owned, &hash, &name_owned, locale, status) {
             Err(cnpj_accounts::AccountsError::EmailTaken(_)) => Ok(None),
             other => other.map(Some),
         }
     })
     .await?;
-    match made {
-        Some(person) => visit.log_in(pages, &person).await,
-        None => Ok(visit.signup_form(StatusCode::BAD_REQUEST, Some("email_taken"), None, name, &email)),
+    match (made, &pages.config.mail) {
+        (Some(person), None) => visit.log_in(pages, &person).await,
+        (Some(person), Some(mailer)) => {
+            let link =
+                blocking(pages, move |a| a.make_link(LinkKind::Verify, &email, Some(person.id), None, 0)).await?;
+            let (mailer, lang, to) = (mailer.clone(), visit.lang, person.email.unwrap_or_default());
+            mail_off_path(move || mailer.send(Mail::Verify, lang, &to, &format!("/verify?token={link}")));
+            Ok(visit.message(StatusCode::OK, "signup", visit.lang.t("check_mail"), false, None))
+        }
+        (None, _) => Ok(visit.signup_form(StatusCode::BAD_REQUEST, Some("email_taken"), None, name, &email)),
     }
+}
+
+/// Sends a mail on a blocking thread, not waited for; a failure is logged (without the link).
+fn mail_off_path(send: impl FnOnce() -> Result<(), String> + Send + 'static) {
+    tokio::task::spawn_blocking(move || {
+        if let Err(error) = send() {
+            tracing::error!(%error, "sending a mail failed");
+        }
+    });
 }
 
 /// GET /login (a live session goes to /account).
@@ -185,7 +205,8 @@ pub(crate) async fn login_page(State(pages): State<Pages>, visit: Visit) -> Resp
 }
 
 /// POST /login: throttled by account and by address (429 while a key must wait); one message for
-/// an unknown email and a wrong password, after the same work.
+/// an unknown email and a wrong password, after the same work. Counted in `cnpj_logins_total` by
+/// outcome.
 pub(crate) async fn login(State(pages): State<Pages>, visit: Visit, body: Bytes) -> Response {
     let form = Fields::parse(&body);
     if !visit.post_allowed(form.get("csrf_token"), false) {
@@ -212,6 +233,13 @@ pub(crate) async fn login(State(pages): State<Pages>, visit: Visit, body: Bytes)
         }
     })
     .await;
+    let label = match &outcome {
+        Ok(Ok(_)) => "success",
+        Ok(Err(Some(_))) => "throttled",
+        Ok(Err(None)) => "failure",
+        Err(_) => "error",
+    };
+    metrics::counter!("cnpj_logins_total", "outcome" => label).increment(1);
     match outcome {
         Ok(Ok(person)) => visit.log_in(&pages, &person).await.unwrap_or_else(IntoResponse::into_response),
         Ok(Err(Some(wait))) => {
@@ -244,12 +272,24 @@ pub(crate) async fn forgot_page(visit: Visit) -> Response {
     visit.render(StatusCode::OK, &templates::Forgot { common: visit.common("forgot"), notice: None })
 }
 
-/// POST /password/forgot: the same answer whether or not the email has an account. Without mail,
-/// nothing is sent: the operator makes reset links (`cnpj-api accounts reset-link`).
-pub(crate) async fn forgot(visit: Visit, body: Bytes) -> Response {
+/// POST /password/forgot: the same answer, at once, whether or not the email has an account; with
+/// mail, a reset link is sent (off the request's path) to an account that is not disabled.
+/// Without mail, nothing is sent: the operator makes reset links (`cnpj-api accounts reset-link`).
+pub(crate) async fn forgot(State(pages): State<Pages>, visit: Visit, body: Bytes) -> Response {
     let form = Fields::parse(&body);
     if !visit.post_allowed(form.get("csrf_token"), false) {
         return visit.forbidden();
+    }
+    if let Some(mailer) = pages.config.mail.clone() {
+        let (accounts, email, lang) =
+            (std::sync::Arc::clone(&pages.accounts), form.text("email", MAX_EMAIL), visit.lang);
+        mail_off_path(move || {
+            let found = accounts.person_by_email(&email).map_err(|e| e.to_string())?;
+            let Some(person) = found.filter(|p| p.status != Status::Disabled) else { return Ok(()) };
+            let to = person.email.unwrap_or_default();
+            let link = accounts.make_link(LinkKind::Reset, &to, Some(person.id), None, 0).map_err(|e| e.to_string())?;
+            mailer.send(Mail::Reset, lang, &to, &format!("/password/reset?token={link}"))
+        });
     }
     let notice = Some(visit.lang.t("forgot_sent").to_owned());
     visit.render(StatusCode::OK, &templates::Forgot { common: visit.common("forgot"), notice })
@@ -259,7 +299,7 @@ pub(crate) async fn forgot(visit: Visit, body: Bytes) -> Response {
 pub(crate) async fn reset_page(State(pages): State<Pages>, visit: Visit, Query(q): Query<LinkQuery>) -> Response {
     let token = q.token.unwrap_or_default().chars().take(128).collect::<String>();
     let peek = token.clone();
-    match blocking(&pages, move |a| a.peek_link(&peek, cnpj_accounts::LinkKind::Reset)).await {
+    match blocking(&pages, move |a| a.peek_link(&peek, LinkKind::Reset)).await {
         Ok(Some(_)) => {
             visit.render(StatusCode::OK, &templates::Reset { common: visit.common("reset"), error: None, token })
         }
@@ -283,7 +323,7 @@ pub(crate) async fn reset(State(pages): State<Pages>, visit: Visit, body: Bytes)
     let token = form.text("token", 128);
     let password = form.get("password").unwrap_or("").to_owned();
     let peek = token.clone();
-    let link = match blocking(&pages, move |a| a.peek_link(&peek, cnpj_accounts::LinkKind::Reset)).await {
+    let link = match blocking(&pages, move |a| a.peek_link(&peek, LinkKind::Reset)).await {
         Ok(Some(link)) => link,
         Ok(None) => return visit.message(StatusCode::NOT_FOUND, "reset", visit.lang.t("link_invalid"), true, None),
         Err(e) => return e.into_response(),

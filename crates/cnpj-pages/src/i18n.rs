@@ -247,7 +247,24 @@ const TEXTS: &[(&str, [&str; 3])] = &[
     ("revoke_any", ["Revogar um token", "Revoke a token", "Revocar un token"]),
     ("audit", ["Registro de ações", "Audit log", "Registro de acciones"]),
     ("detail", ["Detalhe", "Detail", "Detalle"]),
-    ("done", ["Feito.", "Done.", "Hecho."]),
+    ("mail_verify_subject", ["Confirme seu e-mail", "Confirm your email", "Confirme su correo"]),
+    (
+        "mail_verify_body",
+        [
+            "Para ativar sua conta, abra este link (válido por 7 dias):",
+            "To activate your account, open this link (valid for 7 days):",
+            "Para activar su cuenta, abra este enlace (válido por 7 días):",
+        ],
+    ),
+    ("mail_reset_subject", ["Nova senha", "Choose a new password", "Nueva contraseña"]),
+    (
+        "mail_reset_body",
+        [
+            "Para escolher uma nova senha, abra este link (válido por 1 hora). Se não foi você, ignore este e-mail.",
+            "To choose a new password, open this link (valid for 1 hour). If it was not you, ignore this mail.",
+            "Para elegir una nueva contraseña, abra este enlace (válido por 1 hora). Si no fue usted, ignore este correo.",
+        ],
+    ),
     ("invalid", ["Valor inválido.", "Invalid value.", "Valor no válido."]),
 ];
 

@@ -2,14 +2,16 @@
 //! out, forgotten and reset passwords, email verification (`auth`), and the profile page where a
 //! user sees their plan, balances, usage and ledger and makes and revokes their own API tokens
 //! (`profile`), and the admin pages (`admin`). Server-rendered HTML (askama templates, compiled in, every value escaped), no
-//! JavaScript, in pt-br, en and es (`i18n`), one plain style sheet. What keeps them safe (session
-//! cookies, CSRF tokens, the Origin check, password rules, headers) is `guard`.
+//! JavaScript, in pt-br, en and es (`i18n`), one plain style sheet; verification and reset links
+//! by mail when SMTP is configured (`mail`). What keeps them safe (session cookies, CSRF tokens,
+//! the Origin check, password rules, headers) is `guard`.
 
 mod admin;
 mod auth;
 mod chart;
 mod guard;
 mod i18n;
+mod mail;
 mod profile;
 
 use std::net::{IpAddr, SocketAddr};
@@ -19,7 +21,7 @@ use askama::Template;
 use axum::Router;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cnpj_accounts::{Accounts, AccountsError, Role, Session};
@@ -28,6 +30,7 @@ use guard::{
     FORM_COOKIE, LOCALE_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_token, random_hex, same_origin, set_cookie,
 };
 pub use i18n::Lang;
+pub use mail::{MailError, Mailer};
 
 /// Who may sign up at `/signup`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +49,8 @@ pub struct Config {
     pub signup: Signup,
     /// Session cookies with `Secure` (off only for plain HTTP on a laptop).
     pub secure_cookies: bool,
+    /// Mail (verification at sign-up, reset links), when SMTP is configured.
+    pub mail: Option<Mailer>,
 }
 
 /// Why a password is refused, in English (for the CLI), if it is: under 10 characters, among the
@@ -90,10 +95,7 @@ pub fn router(accounts: Arc<Accounts>, config: Config) -> Router {
 }
 
 async fn style() -> Response {
-    let mut response =
-        ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../assets/style.css")).into_response();
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
-    response
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../assets/style.css")).into_response()
 }
 
 /// A 303 to `to`.

@@ -3,13 +3,13 @@
 //! security rule of the pages has a test here that fails without it.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use cnpj_accounts::{Accounts, LinkKind, Plans, Role, Status, hash_password};
-use cnpj_pages::{Config, Signup};
+use cnpj_pages::{Config, Mailer, Signup};
 
 struct Site {
     addr: String,
@@ -19,6 +19,11 @@ struct Site {
 }
 
 fn site_with(signup: Signup, secure_cookies: bool) -> Site {
+    site_mailing(signup, secure_cookies, None)
+}
+
+/// A site that mails through the SMTP server at `smtp` when given.
+fn site_mailing(signup: Signup, secure_cookies: bool, smtp: Option<&str>) -> Site {
     let dir = tempfile::tempdir().unwrap();
     let plans = Plans::parse(
         "default = \"free\"\n[plans.free]\nmonthly_allowance = 10\n[plans.pro]\nmonthly_allowance = 1000\n",
@@ -26,9 +31,12 @@ fn site_with(signup: Signup, secure_cookies: bool) -> Site {
     .unwrap();
     let accounts = Arc::new(Accounts::open(&dir.path().join("accounts.sqlite")).unwrap().with_plans(plans));
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies });
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    let mail = smtp.map(|smtp| {
+        Mailer::new(&format!("smtp://{smtp}"), "Registry <no-reply@example.com>", &format!("http://{addr}")).unwrap()
+    });
+    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies, mail });
     runtime.spawn(async move {
         axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
     });
@@ -546,6 +554,106 @@ fn admins_list_grant_change_plans_disable_and_revoke_with_an_audit_log() {
     assert!(log.contains("40 credits: a &#60;i&#62;gift&#60;/i&#62;") && !page.body.contains("<b>Mia"), "escaped");
     assert_eq!(s.accounts.audit_log(10).unwrap()[0].admin, "root@example.com");
     let _ = admin;
+}
+
+/// A tiny SMTP server on loopback: it takes every mail and hands over each one's text.
+fn smtp_server() -> (String, mpsc::Receiver<String>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (sent, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let sent = sent.clone();
+            std::thread::spawn(move || smtp_session(stream, &sent));
+        }
+    });
+    (addr, received)
+}
+
+fn smtp_session(stream: TcpStream, sent: &mpsc::Sender<String>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    out.write_all(b"220 localhost ESMTP\r\n")?;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let command = line.trim_end().to_ascii_uppercase();
+        let verb = command.split([' ', ':']).next().unwrap_or("");
+        match verb {
+            "EHLO" => out.write_all(b"250-localhost\r\n250 8BITMIME\r\n")?,
+            "HELO" | "MAIL" | "RCPT" | "RSET" | "NOOP" => out.write_all(b"250 OK\r\n")?,
+            "DATA" => {
+                out.write_all(b"354 go on\r\n")?;
+                let mut data = String::new();
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line)? == 0 || line == ".\r\n" {
+                        break;
+                    }
+                    data.push_str(&line);
+                }
+                let _ = sent.send(data);
+                out.write_all(b"250 queued\r\n")?;
+            }
+            "QUIT" => return out.write_all(b"221 bye\r\n"),
+            _ => out.write_all(b"500 unknown\r\n")?,
+        }
+    }
+}
+
+/// The link to `path` on the site at `addr` in a mail (quoted-printable decoded), relative to
+/// the site.
+fn link_in(mail: &str, addr: &str, path: &str) -> String {
+    let mut text = String::new();
+    let body = mail.split_once("\r\n\r\n").expect("a head and a body").1;
+    let mut rest = body.replace("=\r\n", "");
+    while let Some(at) = rest.find('=') {
+        text.push_str(&rest[..at]);
+        let code = u8::from_str_radix(rest.get(at + 1..at + 3).unwrap_or("xx"), 16).expect("quoted-printable");
+        text.push(char::from(code));
+        rest = rest[at + 3..].to_owned();
+    }
+    text.push_str(&rest);
+    let at = text.find(path).unwrap_or_else(|| panic!("no {path} in {text}"));
+    assert!(text[..at].ends_with(&format!("http://{addr}")), "links start with the site's address: {text}");
+    text[at..].split_whitespace().next().unwrap().to_owned()
+}
+
+#[test]
+fn mail_verifies_a_sign_up_and_sends_reset_links() {
+    let (smtp, mails) = smtp_server();
+    let s = site_mailing(Signup::Open, true, Some(&smtp));
+    let mut b = s.browser();
+    let r = b.submit(
+        "/signup?locale=en",
+        "/signup",
+        &[("email", "Nia@Example.com"), ("display_name", "Nia"), ("password", PASSWORD)],
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("confirmation link was sent"), "{}", r.body);
+    assert_eq!(b.log_in("nia@example.com", PASSWORD).status, 401, "not usable before it is verified");
+    let mail = mails.recv_timeout(Duration::from_secs(10)).expect("the verification mail");
+    assert!(mail.contains("To: nia@example.com") && mail.contains("Subject: Confirm your email"), "{mail}");
+    let verify = link_in(&mail, &s.addr, "/verify?token=");
+    assert_eq!(b.get(&verify).status, 200);
+    assert_eq!(b.get(&verify).status, 404, "single use");
+    assert_eq!(b.log_in("nia@example.com", PASSWORD).status, 303);
+
+    let mut other = s.browser();
+    let unknown = other.submit("/password/forgot?locale=en", "/password/forgot", &[("email", "nobody@example.com")]);
+    assert!(mails.recv_timeout(Duration::from_secs(1)).is_err(), "no mail for an unknown email");
+    let known = other.submit("/password/forgot?locale=en", "/password/forgot", &[("email", "NIA@example.com")]);
+    assert_eq!((unknown.status, unknown.body.len()), (known.status, known.body.len()), "the same answer");
+    let mail = mails.recv_timeout(Duration::from_secs(10)).expect("the reset mail");
+    let reset = link_in(&mail, &s.addr, "/password/reset?token=");
+    let token = reset.split("token=").nth(1).unwrap().to_owned();
+    let r = other.submit(&reset, "/password/reset", &[("token", &token), ("password", "a fresh long secret")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(b.get("/account").header("location"), Some("/login"), "the reset ended the old session");
+    assert_eq!(other.log_in("nia@example.com", "a fresh long secret").status, 303);
 }
 
 /// A tiny deterministic generator for the fuzz test.

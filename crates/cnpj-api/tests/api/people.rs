@@ -202,6 +202,19 @@ fn operator_commands_for_people_and_the_pages_beside_the_api() {
     assert_eq!(login.status, 200);
     assert!(!login.headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("set-cookie") && v.contains("Secure")));
 
+    let serve = |extra: &[&str]| {
+        let db = s.db.to_str().unwrap().to_owned();
+        let command = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+            .args(s.accounts.args())
+            .args(["serve", "--db", &db])
+            .args(extra)
+            .output();
+        command.unwrap()
+    };
+    assert_eq!(serve(&["--smtp-url", "smtp://127.0.0.1:25"]).status.code(), Some(2), "--mail-from too");
+    let bad_from =
+        serve(&["--smtp-url", "smtp://127.0.0.1:25", "--mail-from", "not an address", "--listen", "127.0.0.1:0"]);
+    assert!(String::from_utf8_lossy(&bad_from.stderr).contains("--mail-from"), "{bad_from:?}");
     let help = Command::new(env!("CARGO_BIN_EXE_cnpj-api")).args(["accounts", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     for command in ["invite", "set-login", "role", "reset-link"] {
