@@ -1,14 +1,38 @@
 //! The accounts store in Postgres, shared by API replicas: row locks make charges atomic across
-//! processes, and a per-user advisory lock serialises the rate-limit count.
+//! processes, and a per-user advisory lock serialises the rate-limit count. The store's version is
+//! the one row of `cnpj_accounts.version`, migrated when opened (under a lock: replicas may start
+//! together).
 
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use postgres::{Client, NoTls};
 
-use crate::{AccountsError, Insufficient, PREFIX_LEN, TokenInfo, User, hash, new_token, now};
+use crate::sql::Sql;
+use crate::{
+    AccountsError, Insufficient, PREFIX_LEN, Plans, TokenInfo, User, allowance_left, hash, month_of, new_token, now,
+};
 
 const SCHEMA: &str = include_str!("../../../sql/postgres/accounts.sql");
+/// The migrations, in order: the store's version is how many of them it has had.
+const MIGRATIONS: [&str; 1] = [include_str!("../../../sql/postgres/accounts-1.sql")];
+
+/// Brings the store to the newest version (in the caller's transaction).
+fn migrate(tx: &mut postgres::Transaction<'_>) -> Result<(), AccountsError> {
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS version (version integer NOT NULL)")?;
+    let version = match tx.query_opt("SELECT version FROM version", &[])? {
+        Some(row) => row.get::<_, i32>(0),
+        None => {
+            tx.execute("INSERT INTO version (version) VALUES (0)", &[])?;
+            0
+        }
+    };
+    for migration in MIGRATIONS.iter().skip(version as usize) {
+        tx.batch_execute(migration)?;
+    }
+    tx.execute("UPDATE version SET version = $1", &[&(MIGRATIONS.len() as i32)])?;
+    Ok(())
+}
 
 /// Connections open at most per process; more concurrent calls wait for one to be free.
 const MAX_CONNECTIONS: usize = 8;
@@ -21,7 +45,7 @@ pub(crate) struct Pg {
 }
 
 fn user(row: &postgres::Row) -> User {
-    User { id: row.get(0), name: row.get(1), credits: row.get(2) }
+    User { id: row.get(0), name: row.get(1), credits: row.get(2), plan: row.get(3) }
 }
 
 impl Pg {
@@ -32,6 +56,7 @@ impl Pg {
         let mut tx = client.transaction()?;
         tx.execute("SELECT pg_advisory_xact_lock(hashtext('cnpj_accounts'))", &[])?;
         tx.batch_execute(SCHEMA)?;
+        migrate(&mut tx)?;
         tx.commit()?;
         pg.pool.lock().unwrap_or_else(PoisonError::into_inner).0.push(client);
         Ok(pg)
@@ -77,9 +102,19 @@ impl Pg {
         result
     }
 
+    /// Runs `f` in a transaction, committed when it succeeds.
+    pub(crate) fn tx<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T, AccountsError>) -> Result<T, AccountsError> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            let result = f(&mut tx)?;
+            tx.commit()?;
+            Ok(result)
+        })
+    }
+
     fn user_by_name(client: &mut impl postgres::GenericClient, name: &str) -> Result<User, AccountsError> {
         client
-            .query_opt("SELECT id, name, credits FROM users WHERE name = $1", &[&name])?
+            .query_opt("SELECT id, name, credits, plan FROM users WHERE name = $1", &[&name])?
             .map(|r| user(&r))
             .ok_or_else(|| AccountsError::UnknownUser(name.to_owned()))
     }
@@ -92,7 +127,7 @@ impl Pg {
         self.with(|c| {
             c.query_opt(
                 "INSERT INTO users (name, credits, created_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING \
-                 RETURNING id, name, credits",
+                 RETURNING id, name, credits, plan",
                 &[&name, &credits, &now()],
             )?
             .map(|r| user(&r))
@@ -128,7 +163,7 @@ impl Pg {
     pub(crate) fn grant(&self, name: &str, credits: i64) -> Result<User, AccountsError> {
         self.with(|c| {
             c.query_opt(
-                "UPDATE users SET credits = greatest(0, credits + $1) WHERE name = $2 RETURNING id, name, credits",
+                "UPDATE users SET credits = greatest(0, credits + $1) WHERE name = $2 RETURNING id, name, credits, plan",
                 &[&credits, &name],
             )?
             .map(|r| user(&r))
@@ -141,16 +176,18 @@ impl Pg {
             let u = Self::user_by_name(c, name)?;
             let tokens = c
                 .query(
-                    "SELECT prefix, created_at, expires_at, revoked_at FROM tokens WHERE user_id = $1 \
-                     ORDER BY created_at, prefix",
+                    "SELECT prefix, name, created_at, last_used_at, expires_at, revoked_at FROM tokens \
+                     WHERE user_id = $1 ORDER BY created_at, prefix",
                     &[&u.id],
                 )?
                 .iter()
                 .map(|r| TokenInfo {
                     prefix: r.get(0),
-                    created_at: r.get(1),
-                    expires_at: r.get(2),
-                    revoked_at: r.get(3),
+                    name: r.get(1),
+                    created_at: r.get(2),
+                    last_used_at: r.get(3),
+                    expires_at: r.get(4),
+                    revoked_at: r.get(5),
                 })
                 .collect();
             let used: i64 =
@@ -162,40 +199,52 @@ impl Pg {
     pub(crate) fn authenticate(&self, token: &str) -> Result<Option<User>, AccountsError> {
         self.with(|c| {
             Ok(c.query_opt(
-                "SELECT u.id, u.name, u.credits FROM tokens t JOIN users u ON u.id = t.user_id \
-                 WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)",
+                "SELECT u.id, u.name, u.credits, u.plan FROM tokens t JOIN users u ON u.id = t.user_id \
+                 WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2) \
+                 AND u.status = 'active'",
                 &[&hash(token), &now()],
             )?
             .map(|r| user(&r)))
         })
     }
 
+    /// Debits `amount` atomically, the month's allowance first (see `Accounts::charge`).
     pub(crate) fn charge(
         &self,
         user_id: i64,
         amount: i64,
         what: &str,
+        plans: &Plans,
     ) -> Result<Result<i64, Insufficient>, AccountsError> {
+        let at = now();
+        let balances = |row: postgres::Row| -> (i64, i64) {
+            let (credits, stored, month, plan): (i64, i64, Option<String>, Option<String>) =
+                (row.get(0), row.get(1), row.get(2), row.get(3));
+            (credits, allowance_left(plans, plan.as_deref(), stored, month.as_deref(), at))
+        };
         self.with(|c| {
+            let read = "SELECT credits, allowance, allowance_month, plan FROM users WHERE id = $1";
             if amount <= 0 {
-                return Ok(Ok(c.query_one("SELECT credits FROM users WHERE id = $1", &[&user_id])?.get(0)));
+                let (credits, allowance) = balances(c.query_one(read, &[&user_id])?);
+                return Ok(Ok(credits + allowance));
             }
             let mut tx = c.transaction()?;
-            // The row lock taken by the UPDATE serialises concurrent charges of one user across replicas.
-            let charged = tx.query_opt(
-                "UPDATE users SET credits = credits - $1 WHERE id = $2 AND credits >= $1 RETURNING credits",
-                &[&amount, &user_id],
+            // The row lock serialises concurrent charges of one user across replicas.
+            let (credits, allowance) = balances(tx.query_one(&format!("{read} FOR UPDATE"), &[&user_id])?);
+            if credits + allowance < amount {
+                return Ok(Err(Insufficient { balance: credits + allowance }));
+            }
+            let from_allowance = amount.min(allowance);
+            tx.execute(
+                "UPDATE users SET allowance = $1, allowance_month = $2, credits = credits - $3 WHERE id = $4",
+                &[&(allowance - from_allowance), &month_of(at), &(amount - from_allowance), &user_id],
             )?;
-            let Some(row) = charged else {
-                let balance: i64 = tx.query_one("SELECT credits FROM users WHERE id = $1", &[&user_id])?.get(0);
-                return Ok(Err(Insufficient { balance }));
-            };
             tx.execute(
                 "INSERT INTO debits (user_id, amount, at, what) VALUES ($1, $2, $3, $4)",
-                &[&user_id, &amount, &now(), &what],
+                &[&user_id, &amount, &at, &what],
             )?;
             tx.commit()?;
-            Ok(Ok(row.get(0)))
+            Ok(Ok(credits + allowance - amount))
         })
     }
 

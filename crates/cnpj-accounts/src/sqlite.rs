@@ -1,4 +1,5 @@
-//! The accounts store in a SQLite file (the default): WAL, busy timeout, `BEGIN IMMEDIATE` charges.
+//! The accounts store in a SQLite file (the default): WAL, busy timeout, `BEGIN IMMEDIATE` charges;
+//! its version in `PRAGMA user_version`, migrated when opened.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -6,9 +7,30 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::{AccountsError, Insufficient, PREFIX_LEN, TokenInfo, User, hash, new_token, now};
+use crate::sql::Sql;
+use crate::{
+    AccountsError, Insufficient, PREFIX_LEN, Plans, TokenInfo, User, allowance_left, hash, month_of, new_token, now,
+};
 
 const SCHEMA: &str = include_str!("../../../sql/sqlite/accounts.sql");
+/// The migrations, in order: the store's version is how many of them it has had.
+const MIGRATIONS: [&str; 1] = [include_str!("../../../sql/sqlite/accounts-1.sql")];
+
+/// Brings the store to the newest version, one migration a transaction.
+fn migrate(conn: &mut Connection) -> Result<(), AccountsError> {
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let Some(migration) = MIGRATIONS.get(version) else { return Ok(()) };
+        tx.execute_batch(migration)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", version + 1))?;
+        tx.commit()?;
+    }
+}
+
+fn user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
+    Ok(User { id: r.get(0)?, name: r.get(1)?, credits: r.get(2)?, plan: r.get(3)? })
+}
 
 pub(crate) struct Sqlite {
     conn: Mutex<Connection>,
@@ -16,9 +38,10 @@ pub(crate) struct Sqlite {
 
 impl Sqlite {
     pub(crate) fn open(path: &Path) -> Result<Sqlite, AccountsError> {
-        let conn = Connection::open(path)?;
+        let mut conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.execute_batch(SCHEMA)?;
+        migrate(&mut conn)?;
         // WAL with NORMAL sync: a commit survives a crash of the process; only a power loss may
         // drop the last few debits (never corrupt the file). Charging pays one fsync per checkpoint,
         // not one per request. A charge writes ≈ 10 KB of WAL; checkpoints every 100 pages (not
@@ -30,6 +53,15 @@ impl Sqlite {
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `f` in an immediate transaction, committed when it succeeds.
+    pub(crate) fn tx<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T, AccountsError>) -> Result<T, AccountsError> {
+        let mut conn = self.conn();
+        let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let result = f(&mut tx)?;
+        tx.commit()?;
+        Ok(result)
     }
 
     pub(crate) fn ping(&self) -> Result<(), AccountsError> {
@@ -50,15 +82,13 @@ impl Sqlite {
         if inserted == 0 {
             return Err(AccountsError::UserExists(name.to_owned()));
         }
-        Ok(User { id: conn.last_insert_rowid(), name: name.to_owned(), credits })
+        Ok(User { id: conn.last_insert_rowid(), name: name.to_owned(), credits, plan: None })
     }
 
     fn user_by_name(conn: &Connection, name: &str) -> Result<User, AccountsError> {
-        conn.query_row("SELECT id, name, credits FROM users WHERE name = ?1", [name], |r| {
-            Ok(User { id: r.get(0)?, name: r.get(1)?, credits: r.get(2)? })
-        })
-        .optional()?
-        .ok_or_else(|| AccountsError::UnknownUser(name.to_owned()))
+        conn.query_row("SELECT id, name, credits, plan FROM users WHERE name = ?1", [name], user)
+            .optional()?
+            .ok_or_else(|| AccountsError::UnknownUser(name.to_owned()))
     }
 
     /// Issues a new token for `user` (32 random bytes); returns it: it is never stored nor shown again.
@@ -96,11 +126,19 @@ impl Sqlite {
         let conn = self.conn();
         let u = Self::user_by_name(&conn, user)?;
         let mut stmt = conn.prepare(
-            "SELECT prefix, created_at, expires_at, revoked_at FROM tokens WHERE user_id = ?1 ORDER BY created_at, prefix",
+            "SELECT prefix, name, created_at, last_used_at, expires_at, revoked_at FROM tokens WHERE user_id = ?1 \
+             ORDER BY created_at, prefix",
         )?;
         let tokens = stmt
             .query_map([u.id], |r| {
-                Ok(TokenInfo { prefix: r.get(0)?, created_at: r.get(1)?, expires_at: r.get(2)?, revoked_at: r.get(3)? })
+                Ok(TokenInfo {
+                    prefix: r.get(0)?,
+                    name: r.get(1)?,
+                    created_at: r.get(2)?,
+                    last_used_at: r.get(3)?,
+                    expires_at: r.get(4)?,
+                    revoked_at: r.get(5)?,
+                })
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let used: i64 =
@@ -108,43 +146,50 @@ impl Sqlite {
         Ok((u, tokens, used))
     }
 
-    /// The user a token belongs to, if the token is known, not revoked and not expired.
+    /// The active user a token belongs to, if the token is known, not revoked and not expired.
     pub(crate) fn authenticate(&self, token: &str) -> Result<Option<User>, AccountsError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT u.id, u.name, u.credits FROM tokens t JOIN users u ON u.id = t.user_id \
-             WHERE t.hash = ?1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?2)",
+            "SELECT u.id, u.name, u.credits, u.plan FROM tokens t JOIN users u ON u.id = t.user_id \
+             WHERE t.hash = ?1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?2) \
+             AND u.status = 'active'",
         )?;
-        let user = stmt
-            .query_row(params![hash(token), now()], |r| Ok(User { id: r.get(0)?, name: r.get(1)?, credits: r.get(2)? }))
-            .optional()?;
-        Ok(user)
+        Ok(stmt.query_row(params![hash(token), now()], user).optional()?)
     }
 
-    /// Debits `amount` credits atomically; `Ok(Err(Insufficient))` when the balance is short, in
-    /// which case nothing is debited. Returns the balance left.
+    /// Debits `amount` atomically, the month's allowance first (see `Accounts::charge`).
     pub(crate) fn charge(
         &self,
         user_id: i64,
         amount: i64,
         what: &str,
+        plans: &Plans,
     ) -> Result<Result<i64, Insufficient>, AccountsError> {
         let mut conn = self.conn();
+        let at = now();
+        let read = "SELECT credits, allowance, allowance_month, plan FROM users WHERE id = ?1";
+        let balances = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(i64, i64)> {
+            let (credits, stored, month, plan): (i64, i64, Option<String>, Option<String>) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            Ok((credits, allowance_left(plans, plan.as_deref(), stored, month.as_deref(), at)))
+        };
         if amount <= 0 {
-            return Ok(Ok(conn.query_row("SELECT credits FROM users WHERE id = ?1", [user_id], |r| r.get(0))?));
+            let (credits, allowance) = conn.prepare_cached(read)?.query_row([user_id], balances)?;
+            return Ok(Ok(credits + allowance));
         }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let changed = tx
-            .prepare_cached("UPDATE users SET credits = credits - ?1 WHERE id = ?2 AND credits >= ?1")?
-            .execute(params![amount, user_id])?;
-        let balance: i64 =
-            tx.prepare_cached("SELECT credits FROM users WHERE id = ?1")?.query_row([user_id], |r| r.get(0))?;
-        if changed == 0 {
-            return Ok(Err(Insufficient { balance }));
+        let (credits, allowance) = tx.prepare_cached(read)?.query_row([user_id], balances)?;
+        if credits + allowance < amount {
+            return Ok(Err(Insufficient { balance: credits + allowance }));
         }
+        let from_allowance = amount.min(allowance);
+        tx.prepare_cached(
+            "UPDATE users SET allowance = ?1, allowance_month = ?2, credits = credits - ?3 WHERE id = ?4",
+        )?
+        .execute(params![allowance - from_allowance, month_of(at), amount - from_allowance, user_id])?;
         tx.prepare_cached("INSERT INTO debits (user_id, amount, at, what) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![user_id, amount, now(), what])?;
+            .execute(params![user_id, amount, at, what])?;
         tx.commit()?;
-        Ok(Ok(balance))
+        Ok(Ok(credits + allowance - amount))
     }
 }

@@ -6,43 +6,38 @@ use std::time::{Duration, Instant};
 
 use cnpj_model::{BatchRecord, Locale};
 
-/// At most `limit` requests per user in any window of `window`.
+/// At most a user's limit (their plan's) of requests in any window of `window`.
 #[derive(Debug)]
 pub struct RateLimiter {
-    limit: u32,
     window: Duration,
     hits: Mutex<HashMap<i64, VecDeque<Instant>>>,
 }
 
 impl RateLimiter {
-    pub fn new(limit: u32, window: Duration) -> RateLimiter {
-        RateLimiter { limit, window, hits: Mutex::new(HashMap::new()) }
-    }
-
-    pub fn limit(&self) -> u32 {
-        self.limit
+    pub fn new(window: Duration) -> RateLimiter {
+        RateLimiter { window, hits: Mutex::new(HashMap::new()) }
     }
 
     pub fn window(&self) -> Duration {
         self.window
     }
 
-    /// Counts a request: `Ok(remaining)`, or `Err(seconds until a slot frees)` when over the limit
-    /// (a refused request is not counted).
-    pub fn check(&self, user: i64) -> Result<u32, u64> {
+    /// Counts a request against `limit`: `Ok(remaining)`, or `Err(seconds until a slot frees)`
+    /// when over it (a refused request is not counted).
+    pub fn check(&self, user: i64, limit: u32) -> Result<u32, u64> {
         let now = Instant::now();
         let mut hits = self.hits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let queue = hits.entry(user).or_default();
         while queue.front().is_some_and(|&t| now.duration_since(t) >= self.window) {
             queue.pop_front();
         }
-        if queue.len() >= self.limit as usize {
+        if queue.len() >= limit as usize {
             let oldest = *queue.front().expect("the queue is full");
             let wait = self.window.saturating_sub(now.duration_since(oldest));
             return Err(wait.as_secs_f64().ceil().max(1.0) as u64);
         }
         queue.push_back(now);
-        Ok(self.limit - queue.len() as u32)
+        Ok(limit.saturating_sub(queue.len() as u32))
     }
 }
 
@@ -94,13 +89,14 @@ mod tests {
 
     #[test]
     fn the_window_rolls() {
-        let limiter = RateLimiter::new(2, Duration::from_millis(200));
-        assert_eq!(limiter.check(1), Ok(1));
-        assert_eq!(limiter.check(1), Ok(0));
-        assert_eq!(limiter.check(1), Err(1));
-        assert_eq!(limiter.check(2), Ok(1), "users are counted apart");
+        let limiter = RateLimiter::new(Duration::from_millis(200));
+        assert_eq!(limiter.check(1, 2), Ok(1));
+        assert_eq!(limiter.check(1, 2), Ok(0));
+        assert_eq!(limiter.check(1, 2), Err(1));
+        assert_eq!(limiter.check(2, 2), Ok(1), "users are counted apart");
+        assert_eq!(limiter.check(1, 3), Ok(0), "a plan's higher limit");
         std::thread::sleep(Duration::from_millis(210));
-        assert_eq!(limiter.check(1), Ok(1));
+        assert_eq!(limiter.check(1, 2), Ok(1));
     }
 
     #[test]

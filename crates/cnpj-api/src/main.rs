@@ -1,7 +1,9 @@
 //! `cnpj-api`: serves a registry dataset read-only over HTTP (search, detail, batch, changes,
-//! reference data, cities; and the same as MCP tools for agents, `/mcp`), and the operator's
-//! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
+//! reference data, cities; and the same as MCP tools for agents, `/mcp`; the account as JSON; the
+//! pages for people, `cnpj-pages`), and the operator's account commands. Exit codes: 0 success;
+//! 1 failure; 2 invalid arguments.
 
+mod account;
 mod docs;
 mod error;
 mod exposition;
@@ -11,6 +13,7 @@ mod observe;
 mod params;
 mod serve;
 mod server;
+mod usage;
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -21,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use cnpj_accounts::Accounts;
+use cnpj_accounts::{Accounts, LinkKind, Plans, Role};
 use cnpj_store::{Limits, SearchIndexFile, Source, Store};
 
 #[derive(Debug, Parser)]
@@ -39,6 +42,15 @@ struct Cli {
     /// the level (info by default: a line per request).
     #[arg(long, global = true, env = "CNPJ_API_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// The plans (TOML: `default = "NAME"` and a `[plans.NAME]` table per plan with
+    /// `monthly_allowance`, `requests_per_minute`, `max_tokens`, `max_watched`). Without it, one
+    /// plan `free`: no allowance, --rate-limit requests per minute.
+    #[arg(long, global = true, env = "CNPJ_API_PLANS")]
+    plans: Option<PathBuf>,
+    /// The service's address as people reach it, for the links the accounts commands print and
+    /// the pages mail.
+    #[arg(long, global = true, env = "CNPJ_API_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
+    public_url: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -99,9 +111,25 @@ struct ServeArgs {
     /// Serve /metrics (Prometheus text format) on this address too; off by default.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
-    /// Requests per rolling minute per user.
+    /// Requests per rolling minute per user, without --plans (with it, each plan says).
     #[arg(long, default_value_t = 100)]
     rate_limit: u32,
+    /// Who may sign up at /signup: anyone (open, on the default plan), only with an operator's
+    /// invitation link (invite), or nobody (closed: no sign-up page).
+    #[arg(long, value_enum, default_value_t = SignupArg::Invite)]
+    signup: SignupArg,
+    /// Session cookies without `Secure`, for plain HTTP on a laptop (never behind TLS).
+    #[arg(long)]
+    insecure_cookies: bool,
+    /// Send mail through this SMTP server: verification links at sign-up (an account is usable
+    /// once verified) and reset links from /password/forgot (their links start with
+    /// --public-url). smtp://host:port (plain; ?tls=required for STARTTLS) or smtps://host, with
+    /// user:password@ when the server wants them.
+    #[arg(long, env = "CNPJ_API_SMTP_URL", requires = "mail_from")]
+    smtp_url: Option<String>,
+    /// The sender of that mail, e.g. "CNPJ Registry <no-reply@example.com>".
+    #[arg(long, env = "CNPJ_API_MAIL_FROM", requires = "smtp_url")]
+    mail_from: Option<String>,
     /// The rate limit's rolling window, in seconds.
     #[arg(long, default_value_t = 60)]
     rate_window: u64,
@@ -155,6 +183,46 @@ enum AccountsCommand {
     Show {
         user: String,
     },
+    /// Invite someone to sign up: prints a one-time link (valid 7 days).
+    Invite {
+        email: String,
+        /// Their plan (the default plan otherwise).
+        #[arg(long)]
+        plan: Option<String>,
+        /// Credits they start with.
+        #[arg(long, default_value_t = 0)]
+        credits: i64,
+    },
+    /// Give a user an email and a password to log in to the pages; the password is read from
+    /// standard input (one line), never from the arguments.
+    SetLogin {
+        user: String,
+        #[arg(long)]
+        email: String,
+    },
+    /// Make a user an admin (the admin pages), or a plain user again.
+    Role {
+        user: String,
+        #[arg(value_enum)]
+        role: RoleArg,
+    },
+    /// Print a one-time password reset link (valid 1 hour), for when no mail is sent.
+    ResetLink {
+        email: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SignupArg {
+    Open,
+    Invite,
+    Closed,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum RoleArg {
+    User,
+    Admin,
 }
 
 fn main() -> ExitCode {
@@ -209,14 +277,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         None => Accounts::open(&cli.accounts)
             .with_context(|| format!("opening the accounts store {}", cli.accounts.display()))?,
     };
+    let plans = match &cli.plans {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(Plans::parse(&text).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
     match cli.command {
-        Command::Serve(args) => serve(*args, accounts),
-        Command::Accounts { command } => manage(&accounts, command),
+        Command::Serve(args) => {
+            let plans = plans.unwrap_or_else(|| Plans::free(args.rate_limit));
+            serve(*args, accounts.with_plans(plans), &cli.public_url)
+        }
+        Command::Accounts { command } => {
+            manage(&accounts.with_plans(plans.unwrap_or_default()), &cli.public_url, command)
+        }
     }
 }
 
 /// `serve`: opens the dataset, serves it until SIGTERM or Ctrl-C, then flushes the accounts store.
-fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
+fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Result<()> {
     let source = match (args.db, args.postgres) {
         (Some(path), _) => Source::DuckDb(path),
         (None, Some(url)) => Source::Postgres { url, schema: args.schema },
@@ -233,7 +313,17 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
         tracing::info!("no search index in use: searches run by SQL");
     }
     let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
-    let limiter = limits::RateLimiter::new(args.rate_limit, Duration::from_secs(args.rate_window));
+    let limiter = limits::RateLimiter::new(Duration::from_secs(args.rate_window));
+    let signup = match args.signup {
+        SignupArg::Open => cnpj_pages::Signup::Open,
+        SignupArg::Invite => cnpj_pages::Signup::Invite,
+        SignupArg::Closed => cnpj_pages::Signup::Closed,
+    };
+    let mail = match (&args.smtp_url, &args.mail_from) {
+        (Some(url), Some(from)) => Some(cnpj_pages::Mailer::new(url, from, public_url)?),
+        _ => None,
+    };
+    let pages = cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail };
     let state = Arc::new(server::AppState::new(store, accounts, limiter, prices));
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
@@ -262,7 +352,9 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
             server::watch_publications(Arc::clone(&state), Duration::from_secs(reload_check));
         }
         let tools = mcp::service(Arc::clone(&state));
-        let router = server::router(Arc::clone(&state), body_timeout, tools);
+        server::flush_usage_periodically(Arc::clone(&state));
+        let pages = cnpj_pages::router(Arc::clone(state.accounts()), pages);
+        let router = server::router(Arc::clone(&state), body_timeout, tools, pages);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));
         match metrics {
             Some((listener, handle)) => {
@@ -303,7 +395,8 @@ async fn stopped(mut stopping: tokio::sync::watch::Receiver<bool>) {
 }
 
 /// An `accounts` command, its outcome printed.
-fn manage(accounts: &Accounts, command: AccountsCommand) -> anyhow::Result<()> {
+fn manage(accounts: &Accounts, public_url: &str, command: AccountsCommand) -> anyhow::Result<()> {
+    let base = public_url.trim_end_matches('/');
     match command {
         AccountsCommand::CreateUser { name, credits } => {
             let user = accounts.create_user(&name, credits)?;
@@ -329,6 +422,35 @@ fn manage(accounts: &Accounts, command: AccountsCommand) -> anyhow::Result<()> {
                 };
                 print(&format!("  {}…  {state}", t.prefix))?;
             }
+        }
+        AccountsCommand::Invite { email, plan, credits } => {
+            let token = accounts.make_link(LinkKind::Invite, &email, None, plan.as_deref(), credits)?;
+            print(&format!("{base}/signup?invite={token}"))?;
+        }
+        AccountsCommand::SetLogin { user, email } => {
+            let mut password = String::new();
+            std::io::stdin().read_line(&mut password).context("reading the password from standard input")?;
+            let password = password.trim_end_matches(['\r', '\n']);
+            if let Some(problem) = cnpj_pages::password_problem(password, &email) {
+                anyhow::bail!("the password is refused: {problem}");
+            }
+            let person = accounts.set_login(&user, &email, &cnpj_accounts::hash_password(password)?)?;
+            print(&format!("{} logs in as {}", person.name, person.email.unwrap_or_default()))?;
+        }
+        AccountsCommand::Role { user, role } => {
+            let role = match role {
+                RoleArg::User => Role::User,
+                RoleArg::Admin => Role::Admin,
+            };
+            accounts.set_role(&user, role)?;
+            print(&format!("{user} is now {}", role.as_str()))?;
+        }
+        AccountsCommand::ResetLink { email } => {
+            let person = accounts
+                .person_by_email(&email)?
+                .ok_or_else(|| cnpj_accounts::AccountsError::UnknownEmail(email.clone()))?;
+            let token = accounts.make_link(LinkKind::Reset, &email, Some(person.id), None, 0)?;
+            print(&format!("{base}/password/reset?token={token}"))?;
         }
     }
     Ok(())

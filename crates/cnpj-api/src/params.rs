@@ -137,6 +137,11 @@ pub fn pagination(params: &Params) -> Result<(u64, u64), ApiError> {
     Ok((integer(params, "page", 1, 1..=MAX_PAGE)?, integer(params, "per_page", 20, 1..=50)?))
 }
 
+/// `days` of GET /api/v1/account/usage: 1-90, 30 by default.
+pub fn usage_days(params: &Params) -> Result<u64, ApiError> {
+    integer(params, "days", 30, 1..=90)
+}
+
 /// A code filter of the form `code` ([`Code::parse`]).
 fn code(params: &Params, name: &str, code: Code) -> Result<Option<String>, ApiError> {
     checked(params, name, |raw| code.parse(raw))

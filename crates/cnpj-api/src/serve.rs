@@ -61,7 +61,7 @@ pub async fn serve(
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => (stream, peer),
                 Err(e) => {
                     // Out of file descriptors, or a connection reset before it was accepted.
                     tracing::warn!(error = %e, "accepting a connection failed");
@@ -71,8 +71,9 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
-        tokio::spawn(connection(stream, router.clone(), limits, stopping.clone(), permit));
+        tokio::spawn(connection(stream, peer, router.clone(), limits, stopping.clone(), permit));
     }
     drop(listener);
     stop.send_replace(true);
@@ -151,8 +152,11 @@ impl Drop for Answering {
     }
 }
 
+/// Serves one connection; each request carries the peer's address (`ConnectInfo`: the pages'
+/// login throttle counts failures by address).
 async fn connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     router: Router,
     limits: Limits,
     mut stopping: watch::Receiver<bool>,
@@ -161,8 +165,9 @@ async fn connection(
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched { inner: stream, activity: Arc::clone(&activity), rewrite: Rewrite::No });
     let on_request = Arc::clone(&activity);
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let answering = on_request.begin();
+        request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         let call = router.clone().call(request.map(Body::new));
         async move {
             let response = call.await;

@@ -22,11 +22,13 @@ use cnpj_model::{BatchRecord, CnpjQuery, Locale};
 use cnpj_store::{Store, StoreError};
 use serde_json::{Value, json};
 
+use crate::account::{self, RateInfo};
 use crate::docs;
 use crate::error::ApiError;
 use crate::limits::{BatchCache, RateLimiter};
 use crate::observe::{self, COMPANY_ROUTE, Usage};
 use crate::params::{self, Params};
+use crate::usage::{self as counting, UsageCounter};
 
 /// Credits per request (by default 1: a detail found, each batch CNPJ found, a non-empty page).
 #[derive(Clone, Copy, Debug)]
@@ -57,6 +59,7 @@ pub struct AppState {
     limiter: RateLimiter,
     cache: BatchCache,
     prices: Prices,
+    usage: UsageCounter,
 }
 
 impl AppState {
@@ -67,6 +70,18 @@ impl AppState {
             limiter,
             cache: BatchCache::new(Duration::from_secs(6 * 3600)),
             prices,
+            usage: UsageCounter::default(),
+        }
+    }
+
+    pub fn accounts(&self) -> &Arc<Accounts> {
+        &self.accounts
+    }
+
+    /// Writes the usage counted so far to the accounts store (blocking).
+    pub fn flush_usage(&self) {
+        if let Err(e) = timed("record_usage", || self.usage.flush(&self.accounts)) {
+            tracing::warn!(error = %e, "writing the usage counts failed; kept for the next try");
         }
     }
 
@@ -85,9 +100,10 @@ impl AppState {
         Ok(month)
     }
 
-    /// At shutdown, once the last request was answered: writes the accounts store's debits into
-    /// its file.
+    /// At shutdown, once the last request was answered: writes the usage counts, then the
+    /// accounts store's debits into its file.
     pub fn flush(&self) {
+        self.flush_usage();
         match self.accounts.flush() {
             Ok(()) => tracing::info!("accounts store flushed"),
             Err(e) => tracing::error!(error = %e, "flushing the accounts store failed"),
@@ -102,6 +118,12 @@ pub struct Caller {
     charged: Arc<AtomicI64>,
 }
 
+impl Caller {
+    pub fn user_id(&self) -> i64 {
+        self.user.id
+    }
+}
+
 /// Runs `f`, a call of the accounts store, timed in `cnpj_accounts_duration_seconds`.
 fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
     let started = Instant::now();
@@ -112,7 +134,9 @@ fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
 
 pub type Shared = Arc<AppState>;
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
@@ -126,8 +150,9 @@ const DATASET_MONTH: HeaderName = HeaderName::from_static("x-dataset-month");
 
 /// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
 /// authentication (so it is neither charged nor counted by the rate limit). `mcp` answers `/mcp`
-/// (the MCP endpoint, whose tools call the functions below).
-pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M) -> Router
+/// (the MCP endpoint, whose tools call the functions below); `pages` the pages for people
+/// (`cnpj-pages`, which answer their own methods).
+pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M, pages: Router) -> Router
 where
     M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
     M::Response: IntoResponse,
@@ -150,6 +175,12 @@ where
         .route("/docs", get(docs::page).fallback(not_allowed("GET")))
         .route("/docs/{file}", get(docs::asset).fallback(not_allowed("GET")))
         .route_layer(middleware::from_fn_with_state("GET", only_method));
+    // The account itself: authenticated, free, no dataset read.
+    let account = Router::new()
+        .route("/api/v1/account", get(account::account).fallback(not_allowed("GET")))
+        .route("/api/v1/account/usage", get(account::usage).fallback(not_allowed("GET")))
+        .route_layer(authenticate())
+        .route_layer(middleware::from_fn_with_state("GET", only_method));
     let posts = Router::new()
         .route("/api/v1/companies/batch", post(batch_route).fallback(not_allowed("POST")))
         .route_layer(authenticate())
@@ -163,15 +194,17 @@ where
         .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
         .merge(gets)
+        .merge(account)
         .merge(posts)
         .merge(mcp)
+        .with_state(state)
+        .merge(pages)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(body_timeout, read_body))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::Internal("panic".into()).into_response()))
         .layer(middleware::from_fn(observe::observe))
-        .with_state(state)
 }
 
 /// A 405 naming the route's one method in `Allow`.
@@ -244,43 +277,50 @@ async fn with_dataset(State(state): State<Shared>, mut request: Request, next: N
     response
 }
 
-/// Bearer token → user; then the rate limit; the limit headers go on every authenticated response,
-/// and the user and the credits charged on its extensions (`Usage`, for the log).
+/// Bearer token → user; then the rate limit of their plan; the limit headers go on every
+/// authenticated response, the user and the credits charged on its extensions (`Usage`, for the
+/// log), and the request is counted (`UsageCounter`, in memory).
 async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
     let token = bearer_token(&request);
     let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
     let accounts = Arc::clone(&state.accounts);
-    let (limit, window) = (state.limiter.limit(), state.limiter.window());
+    let window = state.limiter.window();
+    let prefix: String = token.chars().take(12).collect();
     // Accounts shared by replicas (Postgres) count requests there, in the same blocking call.
     let checked = blocking(move || {
         let Some(user) = timed("authenticate", || accounts.authenticate(&token))? else { return Ok(None) };
+        let limit = accounts.plans().of(user.plan.as_deref()).1.requests_per_minute;
         let verdict = if accounts.is_shared() {
             Some(timed("rate_check", || accounts.rate_check(user.id, limit, window))?)
         } else {
             None
         };
-        Ok(Some((user, verdict)))
+        Ok(Some((user, limit, verdict)))
     })
     .await;
-    let (user, verdict) = match checked {
+    let (user, limit, verdict) = match checked {
         Ok(Some(found)) => found,
         Ok(None) => return ApiError::Unauthenticated.into_response(),
         Err(e) => return e.into_response(),
     };
-    let verdict = verdict.unwrap_or_else(|| state.limiter.check(user.id));
+    let verdict = verdict.unwrap_or_else(|| state.limiter.check(user.id, limit));
     let charged = Arc::new(AtomicI64::new(0));
     let user_id = user.id;
+    let endpoint = counting::endpoint(request.uri().path());
     let (mut response, remaining) = match verdict {
         Ok(remaining) => {
             request.extensions_mut().insert(Caller { user, charged: Arc::clone(&charged) });
+            request.extensions_mut().insert(RateInfo { per_minute: limit, remaining });
             (next.run(request).await, remaining)
         }
         Err(retry_after) => (ApiError::TooManyRequests { retry_after }.into_response(), 0),
     };
+    let credits = charged.load(Ordering::SeqCst);
+    state.usage.record(user_id, endpoint, response.status().as_u16(), credits, &prefix);
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
-    response.extensions_mut().insert(Usage { user_id, credits: charged.load(Ordering::SeqCst) });
+    response.extensions_mut().insert(Usage { user_id, credits });
     response
 }
 
@@ -625,6 +665,22 @@ fn look_up(
         results.push((entry, found));
     }
     Ok(results)
+}
+
+/// Writes the usage counts every `FLUSH_EVERY` (the last ones at shutdown, `AppState::flush`).
+pub fn flush_usage_periodically(state: Shared) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(counting::FLUSH_EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let s = Arc::clone(&state);
+            if let Err(e) = tokio::task::spawn_blocking(move || s.flush_usage()).await {
+                tracing::error!(error = %e, "writing the usage counts panicked");
+            }
+        }
+    });
 }
 
 /// Reloads the dataset on SIGHUP, for a swap without restart.

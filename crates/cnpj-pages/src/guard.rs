@@ -1,0 +1,147 @@
+//! What keeps the pages safe: the cookies (session, form, locale) and their flags, the CSRF token
+//! of every form (bound to the session, or before login to a random form cookie), the
+//! `Origin`/`Referer` check, the password rules (a bundled list of the 10,000 most common
+//! passwords), and the headers of every page (CSP without inline script, no framing, no referrer
+//! off the site, no caching).
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use axum::http::{HeaderMap, HeaderValue, header};
+use sha2::{Digest, Sha256};
+
+pub const SESSION_COOKIE: &str = "cnpj_session";
+pub const FORM_COOKIE: &str = "cnpj_form";
+pub const LOCALE_COOKIE: &str = "cnpj_locale";
+
+/// The value of a cookie of the request.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+}
+
+/// A `Set-Cookie` value: HttpOnly, SameSite=Lax, Path=/, Secure unless `secure` is off;
+/// `max_age` 0 deletes it.
+pub fn set_cookie(name: &str, value: &str, max_age: i64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    let text = format!("{name}={value}; Max-Age={max_age}; Path=/; HttpOnly; SameSite=Lax{secure}");
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=; Max-Age=0"))
+}
+
+/// The CSRF token of the forms of whoever holds `secret` (a session id, or the form cookie).
+pub fn csrf_token(secret: &str) -> String {
+    hex::encode(Sha256::digest(format!("cnpj-pages csrf\n{secret}").as_bytes()))
+}
+
+/// Whether `sent` is the CSRF token of `secret` (in constant time).
+pub fn csrf_ok(secret: Option<&str>, sent: Option<&str>) -> bool {
+    let (Some(secret), Some(sent)) = (secret, sent) else { return false };
+    let expected = csrf_token(secret);
+    expected.len() == sent.len() && expected.bytes().zip(sent.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// Whether the request's `Origin` (else `Referer`), when present, is this service: the same host
+/// and port as the request's `Host`.
+pub fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
+    let authority = |url: &str| -> Option<String> {
+        let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+        Some(rest.split(['/', '?', '#']).next().unwrap_or("").to_ascii_lowercase())
+    };
+    let from = headers.get(header::ORIGIN).or_else(|| headers.get(header::REFERER));
+    match from.map(|v| v.to_str().ok().and_then(authority)) {
+        None => true,
+        Some(Some(a)) => a == host.to_ascii_lowercase(),
+        Some(None) => false,
+    }
+}
+
+/// A random value for a cookie: 32 bytes, hex.
+pub fn random_hex() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's random source");
+    hex::encode(bytes)
+}
+
+fn common_passwords() -> &'static HashSet<String> {
+    static LIST: OnceLock<HashSet<String>> = OnceLock::new();
+    LIST.get_or_init(|| include_str!("../data/common-passwords.txt").lines().map(|l| l.trim().to_lowercase()).collect())
+}
+
+/// The longest password taken (argon2 hashes any length; a form's field is bounded).
+const MAX_PASSWORD: usize = 1024;
+
+/// Why a password is refused (a key of the pages' texts), if it is: under 10 characters, among
+/// the 10,000 most common passwords (case-insensitively), or the email itself.
+pub fn password_problem(password: &str, email: &str) -> Option<&'static str> {
+    if password.chars().count() < 10 {
+        Some("pw_short")
+    } else if password.len() > MAX_PASSWORD {
+        Some("pw_long")
+    } else if common_passwords().contains(password.to_lowercase().as_str()) {
+        Some("pw_common")
+    } else if password.trim().eq_ignore_ascii_case(email.trim()) {
+        Some("pw_email")
+    } else {
+        None
+    }
+}
+
+/// The headers of every page: CSP (`default-src 'self'`, no script, no framing), same-origin
+/// referrers, no caching, no sniffing.
+pub fn page_headers(headers: &mut HeaderMap) {
+    let csp = "default-src 'self'; script-src 'none'; object-src 'none'; img-src 'self' data:; \
+               frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(password: &str, email: &str, expected: Option<&str>) {
+        assert_eq!(password_problem(password, email), expected, "{password}");
+    }
+
+    #[test]
+    fn password_rules() {
+        check("short", "a@b.c", Some("pw_short"));
+        check("1234567890", "a@b.c", Some("pw_common"));
+        check("QWERTYUIOP", "a@b.c", Some("pw_common"));
+        check("ana@example.com", "Ana@Example.com", Some("pw_email"));
+        check("correct horse battery", "a@b.c", None);
+        check(&"x".repeat(2000), "a@b.c", Some("pw_long"));
+        assert!(common_passwords().len() > 9_900, "the bundled list, lower-cased");
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        pairs.iter().map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap())).collect()
+    }
+
+    #[test]
+    fn origins_and_csrf_tokens() {
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:8080")])), "neither header: allowed");
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:8080")])));
+        assert!(same_origin(&headers(&[("host", "x.org"), ("referer", "https://x.org/login?a=1")])));
+        assert!(!same_origin(&headers(&[("host", "x.org"), ("origin", "https://evil.org")])));
+        assert!(!same_origin(&headers(&[("host", "x.org"), ("origin", "null")])));
+        assert!(!same_origin(&headers(&[("host", "x.org"), ("origin", "https://x.org.evil.org")])));
+        assert!(csrf_ok(Some("s"), Some(&csrf_token("s"))));
+        assert!(!csrf_ok(Some("s"), Some(&csrf_token("t"))));
+        assert!(!csrf_ok(None, Some(&csrf_token("s"))) && !csrf_ok(Some("s"), None));
+        let h = headers(&[("cookie", "a=1; cnpj_session=abc ; b=2")]);
+        assert_eq!(cookie(&h, SESSION_COOKIE).as_deref(), Some("abc"));
+        assert_eq!(cookie(&h, "c"), None);
+    }
+}

@@ -1,0 +1,303 @@
+//! The pages' words in pt-br, en and es, and which language a request gets: `?locale=`, then the
+//! `cnpj_locale` cookie, then `Accept-Language`, else pt-br.
+
+use axum::http::HeaderMap;
+
+use crate::guard::cookie;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    PtBr,
+    En,
+    Es,
+}
+
+impl Lang {
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::PtBr => "pt-br",
+            Lang::En => "en",
+            Lang::Es => "es",
+        }
+    }
+
+    /// `pt-BR` as HTML's `lang` writes it.
+    pub fn html(self) -> &'static str {
+        match self {
+            Lang::PtBr => "pt-BR",
+            Lang::En => "en",
+            Lang::Es => "es",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Lang> {
+        let t = text.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "pt-br" | "pt" | "pt_br" => Some(Lang::PtBr),
+            "en" => Some(Lang::En),
+            "es" => Some(Lang::Es),
+            _ if t.starts_with("pt") => Some(Lang::PtBr),
+            _ if t.starts_with("en") => Some(Lang::En),
+            _ if t.starts_with("es") => Some(Lang::Es),
+            _ => None,
+        }
+    }
+
+    /// The request's language: `?locale=`, the cookie, `Accept-Language` (first known, by order).
+    pub fn of(query: Option<&str>, headers: &HeaderMap) -> Lang {
+        let asked = query.and_then(|q| {
+            q.split('&').find_map(|p| p.strip_prefix("locale=")).and_then(|v| Lang::parse(&v.replace("%2D", "-")))
+        });
+        let accepted = || {
+            let value = headers.get(axum::http::header::ACCEPT_LANGUAGE)?.to_str().ok()?;
+            value.split(',').find_map(|part| Lang::parse(part.split(';').next().unwrap_or("")))
+        };
+        asked
+            .or_else(|| cookie(headers, "cnpj_locale").and_then(|c| Lang::parse(&c)))
+            .or_else(accepted)
+            .unwrap_or(Lang::PtBr)
+    }
+
+    /// A word or sentence of the pages (the key itself when unknown: a test finds it).
+    pub fn t(self, key: &str) -> &'static str {
+        let Some((_, texts)) = TEXTS.iter().find(|(k, _)| *k == key) else { return "??" };
+        texts[match self {
+            Lang::PtBr => 0,
+            Lang::En => 1,
+            Lang::Es => 2,
+        }]
+    }
+}
+
+/// Key → [pt-br, en, es].
+const TEXTS: &[(&str, [&str; 3])] = &[
+    ("service", ["Registro CNPJ", "CNPJ Registry", "Registro CNPJ"]),
+    ("signup", ["Criar conta", "Sign up", "Crear cuenta"]),
+    ("login", ["Entrar", "Log in", "Iniciar sesión"]),
+    ("logout", ["Sair", "Log out", "Cerrar sesión"]),
+    ("email", ["E-mail", "Email", "Correo electrónico"]),
+    ("password", ["Senha", "Password", "Contraseña"]),
+    ("new_password", ["Nova senha", "New password", "Nueva contraseña"]),
+    ("current_password", ["Senha atual", "Current password", "Contraseña actual"]),
+    ("display_name", ["Nome", "Name", "Nombre"]),
+    (
+        "password_rules",
+        [
+            "Pelo menos 10 caracteres; não uma senha comum nem o seu e-mail.",
+            "At least 10 characters; not a common password nor your email.",
+            "Al menos 10 caracteres; no una contraseña común ni su correo.",
+        ],
+    ),
+    ("login_failed", ["E-mail ou senha incorretos.", "Wrong email or password.", "Correo o contraseña incorrectos."]),
+    (
+        "too_many_tries",
+        [
+            "Muitas tentativas. Espere alguns minutos e tente de novo.",
+            "Too many tries. Wait a few minutes and try again.",
+            "Demasiados intentos. Espere unos minutos e inténtelo de nuevo.",
+        ],
+    ),
+    ("forgot", ["Esqueci minha senha", "Forgot your password?", "Olvidé mi contraseña"]),
+    (
+        "forgot_sent",
+        [
+            "Se houver uma conta com esse e-mail, enviamos um link para criar uma nova senha. Sem envio de e-mail configurado, peça um link ao operador.",
+            "If an account has this email, a link to choose a new password was sent. Where no mail is configured, ask the operator for a link.",
+            "Si hay una cuenta con ese correo, enviamos un enlace para elegir una nueva contraseña. Sin correo configurado, pida un enlace al operador.",
+        ],
+    ),
+    ("send_link", ["Enviar link", "Send the link", "Enviar enlace"]),
+    ("reset", ["Nova senha", "Choose a new password", "Nueva contraseña"]),
+    ("save", ["Salvar", "Save", "Guardar"]),
+    (
+        "link_invalid",
+        [
+            "Este link não é válido: expirou ou já foi usado.",
+            "This link is not valid: it expired or was used already.",
+            "Este enlace no es válido: caducó o ya se usó.",
+        ],
+    ),
+    ("password_changed", ["Senha alterada.", "Password changed.", "Contraseña cambiada."]),
+    (
+        "verified",
+        [
+            "E-mail confirmado. Você já pode entrar.",
+            "Email confirmed. You can log in now.",
+            "Correo confirmado. Ya puede iniciar sesión.",
+        ],
+    ),
+    (
+        "check_mail",
+        [
+            "Enviamos um link de confirmação para o seu e-mail.",
+            "A confirmation link was sent to your email.",
+            "Enviamos un enlace de confirmación a su correo.",
+        ],
+    ),
+    (
+        "invite_needed",
+        [
+            "O cadastro é só por convite. Peça um link ao operador.",
+            "Sign-up is by invitation only. Ask the operator for a link.",
+            "El registro es solo por invitación. Pida un enlace al operador.",
+        ],
+    ),
+    (
+        "email_taken",
+        [
+            "Já existe uma conta com esse e-mail.",
+            "An account with this email exists already.",
+            "Ya existe una cuenta con ese correo.",
+        ],
+    ),
+    ("email_invalid", ["Informe um e-mail válido.", "Give a valid email.", "Indique un correo válido."]),
+    (
+        "pw_short",
+        [
+            "A senha precisa de pelo menos 10 caracteres.",
+            "The password needs at least 10 characters.",
+            "La contraseña necesita al menos 10 caracteres.",
+        ],
+    ),
+    ("pw_common", ["Essa senha é comum demais.", "This password is too common.", "Esa contraseña es demasiado común."]),
+    (
+        "pw_email",
+        [
+            "A senha não pode ser o seu e-mail.",
+            "The password cannot be your email.",
+            "La contraseña no puede ser su correo.",
+        ],
+    ),
+    ("pw_long", ["A senha é longa demais.", "The password is too long.", "La contraseña es demasiado larga."]),
+    ("pw_wrong", ["Senha incorreta.", "Wrong password.", "Contraseña incorrecta."]),
+    (
+        "forbidden",
+        [
+            "O formulário expirou ou não veio desta página. Recarregue e tente de novo.",
+            "The form expired or did not come from this site. Reload the page and try again.",
+            "El formulario caducó o no vino de este sitio. Recargue la página e inténtelo de nuevo.",
+        ],
+    ),
+    ("not_found", ["Página não encontrada.", "Page not found.", "Página no encontrada."]),
+    ("account", ["Minha conta", "My account", "Mi cuenta"]),
+    ("plan", ["Plano", "Plan", "Plan"]),
+    ("allowance", ["Franquia do mês restante", "Allowance left this month", "Franquicia restante del mes"]),
+    ("credits", ["Créditos", "Credits", "Créditos"]),
+    ("credits_remaining", ["Total disponível", "Available in all", "Disponible en total"]),
+    ("rate_limit", ["Limite de requisições por minuto", "Requests per minute", "Solicitudes por minuto"]),
+    ("tokens", ["Tokens de API", "API tokens", "Tokens de API"]),
+    ("token_name", ["Nome do token", "Token name", "Nombre del token"]),
+    ("prefix", ["Prefixo", "Prefix", "Prefijo"]),
+    ("created", ["Criado em", "Created", "Creado"]),
+    ("last_used", ["Último uso", "Last used", "Último uso"]),
+    ("expires", ["Expira", "Expires", "Caduca"]),
+    (
+        "expiry_days",
+        ["Validade em dias (vazio: sem validade)", "Expiry in days (empty: never)", "Validez en días (vacío: nunca)"],
+    ),
+    ("never", ["nunca", "never", "nunca"]),
+    ("create_token", ["Criar token", "Create a token", "Crear token"]),
+    ("revoke", ["Revogar", "Revoke", "Revocar"]),
+    (
+        "new_token",
+        [
+            "Seu novo token (mostrado só agora; guarde-o):",
+            "Your new token (shown only now; keep it):",
+            "Su nuevo token (solo se muestra ahora; guárdelo):",
+        ],
+    ),
+    (
+        "too_many_tokens",
+        ["Seu plano não permite mais tokens.", "Your plan allows no more tokens.", "Su plan no permite más tokens."],
+    ),
+    ("usage", ["Uso nos últimos 30 dias", "Usage in the last 30 days", "Uso en los últimos 30 días"]),
+    ("day", ["Dia", "Day", "Día"]),
+    ("endpoint", ["Endpoint", "Endpoint", "Endpoint"]),
+    ("requests", ["Requisições", "Requests", "Solicitudes"]),
+    ("ledger", ["Últimos débitos", "Latest debits", "Últimos débitos"]),
+    ("when", ["Quando", "When", "Cuándo"]),
+    ("amount", ["Créditos", "Credits", "Créditos"]),
+    ("what", ["O quê", "What", "Qué"]),
+    ("nothing_yet", ["Nada ainda.", "Nothing yet.", "Nada todavía."]),
+    ("change_password", ["Trocar senha", "Change password", "Cambiar contraseña"]),
+    ("delete_account", ["Excluir conta", "Delete the account", "Eliminar la cuenta"]),
+    (
+        "delete_warning",
+        [
+            "Apaga e-mail, nome, senha, sessões e tokens. O histórico de débitos e de uso fica, anônimo.",
+            "Erases email, name, password, sessions and tokens. The debit and usage history stays, anonymous.",
+            "Borra correo, nombre, contraseña, sesiones y tokens. El historial de débitos y de uso queda, anónimo.",
+        ],
+    ),
+    ("deleted", ["Conta excluída.", "Account deleted.", "Cuenta eliminada."]),
+    ("chart_title", ["Requisições por dia", "Requests per day", "Solicitudes por día"]),
+    ("language", ["Idioma", "Language", "Idioma"]),
+    ("admin", ["Administração", "Administration", "Administración"]),
+    ("search_users", ["Buscar por e-mail ou nome", "Search by email or name", "Buscar por correo o nombre"]),
+    ("search", ["Buscar", "Search", "Buscar"]),
+    ("users", ["Usuários", "Users", "Usuarios"]),
+    ("status", ["Situação", "Status", "Estado"]),
+    ("last_activity", ["Última atividade", "Last activity", "Última actividad"]),
+    ("requests_30d", ["Requisições (30 dias)", "Requests (30 days)", "Solicitudes (30 días)"]),
+    ("credits_30d", ["Créditos (30 dias)", "Credits (30 days)", "Créditos (30 días)"]),
+    ("grant", ["Conceder créditos", "Grant credits", "Conceder créditos"]),
+    ("reason", ["Motivo", "Reason", "Motivo"]),
+    ("enable", ["Reativar", "Enable", "Reactivar"]),
+    ("disable", ["Desativar", "Disable", "Desactivar"]),
+    ("revoke_any", ["Revogar um token", "Revoke a token", "Revocar un token"]),
+    ("audit", ["Registro de ações", "Audit log", "Registro de acciones"]),
+    ("detail", ["Detalhe", "Detail", "Detalle"]),
+    ("mail_verify_subject", ["Confirme seu e-mail", "Confirm your email", "Confirme su correo"]),
+    (
+        "mail_verify_body",
+        [
+            "Para ativar sua conta, abra este link (válido por 7 dias):",
+            "To activate your account, open this link (valid for 7 days):",
+            "Para activar su cuenta, abra este enlace (válido por 7 días):",
+        ],
+    ),
+    ("mail_reset_subject", ["Nova senha", "Choose a new password", "Nueva contraseña"]),
+    (
+        "mail_reset_body",
+        [
+            "Para escolher uma nova senha, abra este link (válido por 1 hora). Se não foi você, ignore este e-mail.",
+            "To choose a new password, open this link (valid for 1 hour). If it was not you, ignore this mail.",
+            "Para elegir una nueva contraseña, abra este enlace (válido por 1 hora). Si no fue usted, ignore este correo.",
+        ],
+    ),
+    ("invalid", ["Valor inválido.", "Invalid value.", "Valor no válido."]),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(query: Option<&str>, cookie: Option<&str>, accept: Option<&str>, expected: Lang) {
+        let mut headers = HeaderMap::new();
+        if let Some(c) = cookie {
+            headers.insert("cookie", format!("cnpj_locale={c}").parse().unwrap());
+        }
+        if let Some(a) = accept {
+            headers.insert("accept-language", a.parse().unwrap());
+        }
+        assert_eq!(Lang::of(query, &headers), expected, "{query:?} {cookie:?} {accept:?}");
+    }
+
+    #[test]
+    fn the_query_then_the_cookie_then_accept_language() {
+        check(Some("locale=es"), Some("en"), Some("pt-BR"), Lang::Es);
+        check(Some("x=1"), Some("en"), Some("es"), Lang::En);
+        check(None, None, Some("fr-FR, es;q=0.8, en;q=0.5"), Lang::Es);
+        check(None, None, Some("fr"), Lang::PtBr);
+        check(None, None, None, Lang::PtBr);
+    }
+
+    #[test]
+    fn every_text_is_in_three_languages() {
+        for (key, texts) in TEXTS {
+            assert!(texts.iter().all(|t| !t.is_empty()), "{key}");
+        }
+        assert_eq!(Lang::En.t("login"), "Log in");
+        assert_eq!(Lang::Es.t("nope"), "??");
+    }
+}
