@@ -2,10 +2,13 @@
 //! by prefix, revocable, with an optional expiry), credit balances with a debit ledger, and, when
 //! shared by several API replicas, the rate-limit counters. A SQLite file by default (separate from
 //! the monthly dataset), or a Postgres schema that every replica uses. Charging is atomic on both
-//! (the balance never goes negative).
+//! (the balance never goes negative). Users also keep watchlists here (`watchlists`).
 
 mod postgres;
 mod sqlite;
+mod watchlists;
+
+pub use watchlists::{InvalidEntry, NewWatchlist, Saved, Watchlist, WatchlistChange, watch_key};
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +32,12 @@ pub enum AccountsError {
     UnknownToken(String),
     #[error("cannot draw random bytes for a token: {0}")]
     Random(String),
+    /// Entries of a watchlist request that are no CNPJ: the request stored nothing.
+    #[error("invalid CNPJs: {0:?}")]
+    InvalidCnpjs(Vec<InvalidEntry>),
+    /// The user's entries over all their lists would pass their cap: nothing stored.
+    #[error("{watched} CNPJs watched, over the cap of {cap}")]
+    OverCap { cap: u64, watched: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,12 +101,16 @@ macro_rules! dispatch {
 impl Accounts {
     /// The SQLite store at `path` (created when missing).
     pub fn open(path: &Path) -> Result<Accounts, AccountsError> {
-        Ok(Accounts(Inner::Sqlite(sqlite::Sqlite::open(path)?)))
+        let store = sqlite::Sqlite::open(path)?;
+        store.create_watchlist_tables()?;
+        Ok(Accounts(Inner::Sqlite(store)))
     }
 
     /// The Postgres store (schema `cnpj_accounts`, created when missing) that replicas share.
     pub fn open_postgres(url: &str) -> Result<Accounts, AccountsError> {
-        Ok(Accounts(Inner::Postgres(postgres::Pg::open(url)?)))
+        let store = postgres::Pg::open(url)?;
+        store.create_watchlist_tables()?;
+        Ok(Accounts(Inner::Postgres(store)))
     }
 
     /// Whether several processes share this store (and its rate-limit counters).

@@ -1,10 +1,11 @@
 //! The accounts store on Postgres, as API replicas share it: two `Accounts` opened on one
 //! database charge and count requests concurrently. Needs the throwaway cluster of `scripts/test`.
+//! Watchlists: one walk through every operation, on SQLite and on Postgres.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use cnpj_accounts::{Accounts, AccountsError, Insufficient};
+use cnpj_accounts::{Accounts, AccountsError, Insufficient, NewWatchlist, WatchlistChange};
 
 /// A new, empty database on the test cluster; its URL.
 fn pg_database() -> String {
@@ -66,4 +67,89 @@ fn replicas_never_overspend_and_share_the_rate_limit() {
     assert!(verdicts[5].is_err(), "a refused request is not counted, and the limit holds on every replica");
     std::thread::sleep(window);
     assert_eq!(replicas[1].rate_check(user.id, 4, window).unwrap(), Ok(3), "the window rolls");
+}
+
+#[test]
+fn watchlists_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    watchlists_walk(&Accounts::open(&dir.path().join("accounts.sqlite")).unwrap());
+}
+
+#[test]
+fn watchlists_on_postgres() {
+    watchlists_walk(&Accounts::open_postgres(&pg_database()).unwrap());
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Lists kept per user within the cap, on either store.
+fn watchlists_walk(a: &Accounts) {
+    let ana = a.create_user("ana", 0).unwrap().id;
+    let bia = a.create_user("bia", 0).unwrap().id;
+    let cnpjs = strings(&["11.222.333/0001-81", "33683111", "11222333000181"]);
+    let new = NewWatchlist { name: "suppliers", cnpjs: &cnpjs, events: &[], webhook_url: None };
+    let saved = a.create_watchlist(ana, &new, 10).unwrap();
+    assert_eq!((saved.watchlist.entries, saved.webhook_secret), (2, None));
+    let id = saved.watchlist.id;
+    let (list, entries) = a.watchlist(ana, id, 0, None).unwrap().unwrap();
+    assert_eq!((list.name.as_str(), entries), ("suppliers", strings(&["11222333000181", "33683111"])));
+    assert_eq!(a.watchlist(bia, id, 0, None).unwrap(), None, "another user's list is not found");
+    assert!(!a.delete_watchlist(bia, id).unwrap());
+
+    // Invalid entries: every one named, nothing stored.
+    let bad = strings(&["44555666", "11222333000182", "nope"]);
+    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &bad, ..new }, 10);
+    assert!(matches!(&refused, Err(AccountsError::InvalidCnpjs(i)) if i.len() == 2), "{refused:?}");
+    let change = WatchlistChange { add: &bad, ..Default::default() };
+    assert!(matches!(a.update_watchlist(ana, id, &change, 10), Err(AccountsError::InvalidCnpjs(_))));
+    assert_eq!(a.watchlists(ana).unwrap().len(), 1);
+    assert_eq!(a.watchlist(ana, id, 0, None).unwrap().unwrap().0.entries, 2);
+
+    // The cap counts every list of the user.
+    let many: Vec<String> = (0..9).map(|i| format!("{:08}", 10 + i)).collect();
+    let over = a.create_watchlist(ana, &NewWatchlist { name: "many", cnpjs: &many, ..new }, 10);
+    assert!(matches!(over, Err(AccountsError::OverCap { cap: 10, watched: 11 })), "{over:?}");
+    assert_eq!(a.watchlists(ana).unwrap().len(), 1, "nothing stored");
+    let url = "https://hooks.example.com/cnpj";
+    let with_hook = NewWatchlist { name: "many", cnpjs: &many[..8], webhook_url: Some(url), ..new };
+    let second = a.create_watchlist(ana, &with_hook, 10).unwrap();
+    let secret = second.webhook_secret.clone().unwrap();
+    assert!(secret.starts_with("whsec_") && secret.len() == 6 + 64);
+    assert!(a.create_watchlist(bia, &with_hook, 10).is_ok(), "caps are per user");
+
+    // A change: add and remove, rename, events, the webhook; a new secret only when asked.
+    let events = strings(&["moved", "opened"]);
+    let change = WatchlistChange {
+        name: Some("main"),
+        add: &many[8..],
+        remove: &strings(&["33.683.111", "99999999"]),
+        events: Some(&events),
+        ..Default::default()
+    };
+    let changed = a.update_watchlist(ana, id, &change, 10).unwrap().unwrap();
+    assert_eq!((changed.watchlist.entries, changed.webhook_secret), (2, None));
+    assert_eq!((changed.watchlist.name.as_str(), &changed.watchlist.events), ("main", &events));
+    assert!(changed.watchlist.revision > saved.watchlist.revision);
+    let over = WatchlistChange { add: &strings(&["77777777"]), ..Default::default() };
+    assert!(matches!(a.update_watchlist(ana, id, &over, 10), Err(AccountsError::OverCap { .. })));
+    let hook = WatchlistChange { webhook_url: Some(Some(url)), ..Default::default() };
+    let hooked = a.update_watchlist(ana, id, &hook, 10).unwrap().unwrap();
+    assert!(hooked.webhook_secret.is_some(), "a first webhook gets a secret");
+    assert!(a.update_watchlist(ana, id, &hook, 10).unwrap().unwrap().webhook_secret.is_none());
+    let rotate = WatchlistChange { rotate_secret: true, ..Default::default() };
+    let rotated = a.update_watchlist(ana, second.watchlist.id, &rotate, 10).unwrap().unwrap();
+    assert!(rotated.webhook_secret.is_some_and(|s| s != secret));
+    let unhook = WatchlistChange { webhook_url: Some(None), ..Default::default() };
+    assert_eq!(a.update_watchlist(ana, id, &unhook, 10).unwrap().unwrap().watchlist.webhook_url, None);
+    assert_eq!(a.update_watchlist(bia, id, &unhook, 10).unwrap(), None);
+
+    // Entries paged in key order; a list deleted with its entries.
+    let (_, page) = a.watchlist(ana, second.watchlist.id, 2, Some(3)).unwrap().unwrap();
+    assert_eq!(page, many[2..5]);
+    assert!(a.delete_watchlist(ana, second.watchlist.id).unwrap());
+    assert_eq!(a.watchlist(ana, second.watchlist.id, 0, None).unwrap(), None);
+    let names: Vec<String> = a.watchlists(ana).unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["main"]);
 }
