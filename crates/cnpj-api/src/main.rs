@@ -1,5 +1,5 @@
 //! `cnpj-api`: serves a registry dataset read-only over HTTP (search, detail, batch, changes,
-//! reference data, cities; and the same as MCP tools for agents, `/mcp`), and the operator's
+//! reference data, cities; users' watchlists and their events; and the same as MCP tools for agents, `/mcp`), and the operator's
 //! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
 
 mod docs;
@@ -11,6 +11,7 @@ mod observe;
 mod params;
 mod serve;
 mod server;
+mod watchlists;
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -127,6 +128,12 @@ struct ServeArgs {
     /// Connections open at once; beyond it, new ones wait in the listen backlog.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// The most CNPJs a user may watch, over all their watchlists.
+    #[arg(long, default_value_t = 10_000)]
+    max_watched: u64,
+    /// Accept `http` webhook URLs (by default `https` only).
+    #[arg(long)]
+    allow_http_webhooks: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -228,7 +235,8 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
     }
     let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
     let limiter = limits::RateLimiter::new(args.rate_limit, Duration::from_secs(args.rate_window));
-    let state = Arc::new(server::AppState::new(store, accounts, limiter, prices));
+    let watching = watchlists::Settings::new(args.max_watched, args.allow_http_webhooks);
+    let state = Arc::new(server::AppState::new(store, accounts, limiter, prices).with_watchlists(watching));
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
         idle_timeout: Duration::from_secs(args.idle_timeout),

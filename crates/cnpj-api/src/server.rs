@@ -53,10 +53,11 @@ pub struct Served {
 
 pub struct AppState {
     served: RwLock<Served>,
-    accounts: Arc<Accounts>,
+    pub(crate) accounts: Arc<Accounts>,
     limiter: RateLimiter,
     cache: BatchCache,
-    prices: Prices,
+    pub(crate) prices: Prices,
+    pub(crate) watchlists: crate::watchlists::Settings,
 }
 
 impl AppState {
@@ -67,7 +68,15 @@ impl AppState {
             limiter,
             cache: BatchCache::new(Duration::from_secs(6 * 3600)),
             prices,
+            watchlists: crate::watchlists::Settings::default(),
         }
+    }
+
+    /// The watchlists' settings (the default cap of watched CNPJs per user, which webhook
+    /// URLs are allowed).
+    pub fn with_watchlists(mut self, settings: crate::watchlists::Settings) -> AppState {
+        self.watchlists = settings;
+        self
     }
 
     /// The dataset being served; a request keeps the one it started with (`with_dataset`).
@@ -98,12 +107,12 @@ impl AppState {
 /// The authenticated user of a request, and the credits charged to them by it.
 #[derive(Clone)]
 pub struct Caller {
-    user: User,
+    pub(crate) user: User,
     charged: Arc<AtomicI64>,
 }
 
 /// Runs `f`, a call of the accounts store, timed in `cnpj_accounts_duration_seconds`.
-fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
+pub(crate) fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
     let started = Instant::now();
     let result = f();
     metrics::histogram!("cnpj_accounts_duration_seconds", "operation" => operation).record(started.elapsed());
@@ -112,7 +121,9 @@ fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
 
 pub type Shared = Arc<AppState>;
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
@@ -164,6 +175,7 @@ where
     Router::new()
         .merge(gets)
         .merge(posts)
+        .merge(crate::watchlists::routes(&state))
         .merge(mcp)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -174,7 +186,7 @@ where
         .with_state(state)
 }
 
-/// A 405 naming the route's one method in `Allow`.
+/// A 405 naming the route's methods in `Allow`.
 fn method_not_allowed(allowed: &'static str) -> Response {
     let mut response = ApiError::MethodNotAllowed.into_response();
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allowed));
@@ -184,14 +196,15 @@ fn method_not_allowed(allowed: &'static str) -> Response {
 /// The fallback of a route for the methods it does not answer (axum's would say `GET,HEAD`; a
 /// route's own fallback is also kept by `method_not_allowed_fallback`, and so stays behind
 /// `only_method`).
-fn not_allowed(allowed: &'static str) -> impl Fn() -> std::future::Ready<Response> + Clone {
+pub(crate) fn not_allowed(allowed: &'static str) -> impl Fn() -> std::future::Ready<Response> + Clone {
     move || std::future::ready(method_not_allowed(allowed))
 }
 
 /// The route layer that answers a wrong method before authentication (HEAD on a GET route included,
-/// which axum would give to the GET handler, charging it).
-async fn only_method(State(allowed): State<&'static str>, request: Request, next: Next) -> Response {
-    if request.method().as_str() == allowed {
+/// which axum would give to the GET handler, charging it); `allowed` is one method or several
+/// (`GET, POST`).
+pub(crate) async fn only_method(State(allowed): State<&'static str>, request: Request, next: Next) -> Response {
+    if allowed.split(", ").any(|method| method == request.method().as_str()) {
         return next.run(request).await;
     }
     method_not_allowed(allowed)
@@ -233,7 +246,7 @@ fn bearer_token(request: &Request) -> Option<String> {
 
 /// Gives a data route the dataset served when the request arrived (kept to its end, across a
 /// swap), and puts its month on the response.
-async fn with_dataset(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn with_dataset(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
     let served = state.served();
     let month = HeaderValue::from_str(served.store.source_month()).ok().filter(|m| !m.is_empty());
     request.extensions_mut().insert(served);
@@ -246,7 +259,7 @@ async fn with_dataset(State(state): State<Shared>, mut request: Request, next: N
 
 /// Bearer token → user; then the rate limit; the limit headers go on every authenticated response,
 /// and the user and the credits charged on its extensions (`Usage`, for the log).
-async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
     let token = bearer_token(&request);
     let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
     let accounts = Arc::clone(&state.accounts);
@@ -286,7 +299,7 @@ async fn authenticate(State(state): State<Shared>, mut request: Request, next: N
 
 /// Debits `amount`; `Err(402)` when the balance cannot cover it (nothing is debited). Counted in
 /// `cnpj_credits_charged_total` by what was charged.
-async fn charge(state: &Shared, caller: &Caller, amount: i64, what: &'static str) -> Result<i64, ApiError> {
+pub(crate) async fn charge(state: &Shared, caller: &Caller, amount: i64, what: &'static str) -> Result<i64, ApiError> {
     let accounts = Arc::clone(&state.accounts);
     let id = caller.user.id;
     let remaining = blocking(move || {
@@ -469,14 +482,27 @@ pub async fn history(
     Ok(json!({"success": true, "data": items}))
 }
 
-/// GET /api/v1/changes: the envelope and pagination of search, priced like it.
+/// GET /api/v1/changes: the envelope and pagination of search, priced like search.
 pub async fn changes(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
+    let filters = params::change_filters(params)?;
+    changes_page(state, caller, store, params, filters, "changes").await
+}
+
+/// A page of the changes `filters` match (`/changes`, and a watchlist's events): the envelope
+/// and pagination of search, priced like search (charged as `what`).
+pub(crate) async fn changes_page(
+    state: &Shared,
+    caller: &Caller,
+    store: Arc<Store>,
+    params: &Params,
+    filters: cnpj_store::ChangeFilters,
+    what: &'static str,
+) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let (page, per_page) = params::pagination(params)?;
-    let filters = params::change_filters(params)?;
     let (total, items) = blocking(move || Ok(store.changes(&filters, page, per_page, locale)?)).await?;
     if !items.is_empty() {
-        charge(state, caller, state.prices.search, "changes").await?;
+        charge(state, caller, state.prices.search, what).await?;
     }
     let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
     body.extend(pagination(total, page, per_page, items.len()));
@@ -485,7 +511,7 @@ pub async fn changes(state: &Shared, caller: &Caller, store: Arc<Store>, params:
 }
 
 /// A page's pagination fields (an empty page has `from` = `to` = 0).
-fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json::Map<String, Value> {
+pub(crate) fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json::Map<String, Value> {
     let from = if items == 0 { 0 } else { (page - 1) * per_page + 1 };
     let to = if items == 0 { 0 } else { from + items as u64 - 1 };
     let fields = json!({

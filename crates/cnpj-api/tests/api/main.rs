@@ -5,12 +5,14 @@
 //! month over month, over the sample dump and its next month. Module `docs`: the API reference
 //! page in headless Chromium. Module `mcp`: the MCP endpoint driven by the official Python SDK.
 //! Module `operating`: probes and status, metrics (scraped by a real Prometheus), request ids and
-//! the JSON log, shutdown.
+//! the JSON log, shutdown. Module `watchlists`: lists per user, their events (over evolved
+//! synthetic months too).
 
 mod changes;
 mod docs;
 mod mcp;
 mod operating;
+mod watchlists;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
