@@ -23,3 +23,28 @@ CREATE TABLE IF NOT EXISTS watchlist_entries (
     entry TEXT NOT NULL,
     PRIMARY KEY (watchlist_id, entry)
 ) WITHOUT ROWID;
+
+-- Webhook deliveries: one row per page of a month's events of a list (its id stable:
+-- wl<list>-<month>-<page>), the body posted at every attempt, its state and the lease of the
+-- process sending it.
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY,
+    watchlist_id INTEGER NOT NULL REFERENCES watchlists (id),
+    user_id INTEGER NOT NULL,
+    month TEXT NOT NULL,
+    page INTEGER NOT NULL,
+    pages INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    -- pending, waiting_credits, delivered, failed
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    last_error TEXT,
+    -- A sender holds the row until then (a crashed one's lease runs out).
+    lease_until INTEGER NOT NULL DEFAULT 0,
+    -- Retries run for 24 hours from here (a user's retry starts them again).
+    created_at INTEGER NOT NULL,
+    delivered_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_attempt_at);
+CREATE INDEX IF NOT EXISTS deliveries_list ON deliveries (watchlist_id, month, page);

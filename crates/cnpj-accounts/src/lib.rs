@@ -4,9 +4,12 @@
 //! the monthly dataset), or a Postgres schema that every replica uses. Charging is atomic on both
 //! (the balance never goes negative). Users also keep watchlists here (`watchlists`).
 
+mod deliveries;
 mod postgres;
 mod sqlite;
 mod watchlists;
+
+pub use deliveries::{Attempt, Delivery, Due, delivery_id};
 
 pub use watchlists::{InvalidEntry, NewWatchlist, Saved, Watchlist, WatchlistChange, watch_key};
 

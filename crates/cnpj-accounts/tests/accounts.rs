@@ -153,3 +153,74 @@ fn watchlists_walk(a: &Accounts) {
     let names: Vec<String> = a.watchlists(ana).unwrap().into_iter().map(|l| l.name).collect();
     assert_eq!(names, ["main"]);
 }
+
+#[test]
+fn deliveries_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("accounts.sqlite");
+    deliveries_walk(&Accounts::open(&path).unwrap(), &Accounts::open(&path).unwrap());
+}
+
+#[test]
+fn deliveries_on_postgres() {
+    let url = pg_database();
+    deliveries_walk(&Accounts::open_postgres(&url).unwrap(), &Accounts::open_postgres(&url).unwrap());
+}
+
+/// Deliveries made once per page, claimed by one process at a time under a lease, retried,
+/// delivered, listed and retried by their user; `a` and `b` are two processes on one store.
+fn deliveries_walk(a: &Accounts, b: &Accounts) {
+    use cnpj_accounts::Attempt;
+    let ana = a.create_user("ana", 0).unwrap().id;
+    let bia = a.create_user("bia", 0).unwrap().id;
+    let cnpjs = strings(&["11222333"]);
+    let hooked = NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: Some("https://h.example/x") };
+    let list = a.create_watchlist(ana, &hooked, 10).unwrap().watchlist.id;
+    a.create_watchlist(ana, &NewWatchlist { webhook_url: None, ..hooked }, 10).unwrap();
+    let lists = b.webhook_watchlists().unwrap();
+    assert_eq!(lists.iter().map(|(u, l)| (*u, l.id)).collect::<Vec<_>>(), [(ana, list)]);
+    assert!(!a.has_deliveries(list, "2026-10").unwrap());
+    let bodies = strings(&["{\"page\":1}", "{\"page\":2}"]);
+    a.enqueue(ana, list, "2026-10", &bodies).unwrap();
+    b.enqueue(ana, list, "2026-10", &strings(&["{\"other\":1}"])).unwrap();
+    assert!(a.has_deliveries(list, "2026-10").unwrap());
+
+    // One claim takes them, under a lease: the other process gets none until it runs out.
+    let now = 2_000_000_000;
+    let due = a.claim_deliveries(now, 60, 10).unwrap();
+    let ids: Vec<&str> = due.iter().map(|d| d.delivery.id.as_str()).collect();
+    assert_eq!(ids, [format!("wl{list}-2026-10-1"), format!("wl{list}-2026-10-2")]);
+    assert_eq!((due[0].body.as_str(), due[0].url.as_deref()), ("{\"page\":1}", Some("https://h.example/x")));
+    assert!(due[0].secret.starts_with("whsec_") && due[0].delivery.pages == 2);
+    assert!(b.claim_deliveries(now + 59, 60, 10).unwrap().is_empty(), "leased");
+    let again = b.claim_deliveries(now + 61, 60, 10).unwrap();
+    assert_eq!(again.len(), 2, "a lease that ran out (its sender died) is claimed again");
+
+    a.finish_delivery(ids[0], &Attempt::Delivered, now + 62).unwrap();
+    let retry = Attempt::Retry { error: "HTTP 500".into(), next_at: now + 122 };
+    a.finish_delivery(ids[1], &retry, now + 62).unwrap();
+    assert!(b.claim_deliveries(now + 121, 60, 10).unwrap().is_empty(), "not due yet");
+    let second = b.claim_deliveries(now + 122, 60, 10).unwrap();
+    assert_eq!((second.len(), second[0].delivery.attempts), (1, 1));
+    b.finish_delivery(ids[1], &Attempt::WaitingCredits { next_at: now + 130 }, now + 123).unwrap();
+    let waiting = a.claim_deliveries(now + 130, 60, 10).unwrap();
+    assert_eq!((waiting[0].delivery.status.as_str(), waiting[0].delivery.attempts), ("waiting_credits", 1));
+    a.finish_delivery(ids[1], &Attempt::Failed { error: "HTTP 410".into() }, now + 131).unwrap();
+
+    let (total, listed) = b.deliveries(ana, list, 0, 10).unwrap().unwrap();
+    let states: Vec<(&str, i64, Option<&str>)> =
+        listed.iter().map(|d| (d.status.as_str(), d.attempts, d.last_error.as_deref())).collect();
+    assert_eq!((total, states), (2, vec![("delivered", 1, None), ("failed", 2, Some("HTTP 410"))]));
+    assert_eq!(b.deliveries(bia, list, 0, 10).unwrap(), None, "another user's list");
+    assert_eq!(a.retry_delivery(bia, list, ids[1]).unwrap(), None);
+    let retried = a.retry_delivery(ana, list, ids[1]).unwrap().unwrap();
+    assert_eq!((retried.status.as_str(), retried.attempts), ("pending", 2));
+    assert!(a.retry_delivery(ana, list, "wl1-2026-10-9").unwrap().is_none());
+    assert_eq!(b.claim_deliveries(cnpj_now(), 60, 10).unwrap().len(), 1, "due again now");
+    assert!(a.delete_watchlist(ana, list).unwrap());
+    assert!(!a.has_deliveries(list, "2026-10").unwrap(), "deleted with its list");
+}
+
+fn cnpj_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}

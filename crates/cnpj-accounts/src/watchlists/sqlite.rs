@@ -149,6 +149,7 @@ impl Sqlite {
             return Ok(false);
         }
         tx.execute("DELETE FROM watchlist_entries WHERE watchlist_id = ?1", [id])?;
+        tx.execute("DELETE FROM deliveries WHERE watchlist_id = ?1", [id])?;
         tx.execute("DELETE FROM watchlists WHERE id = ?1", [id])?;
         tx.commit()?;
         Ok(true)
