@@ -2,6 +2,7 @@
 //! reference data, cities; users' watchlists and their events; and the same as MCP tools for agents, `/mcp`), and the operator's
 //! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
 
+mod deliveries;
 mod docs;
 mod error;
 mod exposition;
@@ -134,6 +135,14 @@ struct ServeArgs {
     /// Accept `http` webhook URLs (by default `https` only).
     #[arg(long)]
     allow_http_webhooks: bool,
+    /// Deliver webhooks to private, loopback and other non-public addresses too (by default
+    /// refused, as are names that resolve to them).
+    #[arg(long)]
+    allow_private_webhooks: bool,
+    /// Seconds between two looks for webhook deliveries to make (a new dataset served) and to
+    /// send (due ones).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    webhook_interval: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -235,7 +244,9 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
     }
     let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
     let limiter = limits::RateLimiter::new(args.rate_limit, Duration::from_secs(args.rate_window));
-    let watching = watchlists::Settings::new(args.max_watched, args.allow_http_webhooks);
+    let webhooks =
+        cnpj_webhooks::Policy { allow_http: args.allow_http_webhooks, allow_private: args.allow_private_webhooks };
+    let watching = watchlists::Settings::new(args.max_watched, webhooks);
     let state = Arc::new(server::AppState::new(store, accounts, limiter, prices).with_watchlists(watching));
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
@@ -263,6 +274,7 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
         if matches!(source, Source::Postgres { .. }) {
             server::watch_publications(Arc::clone(&state), Duration::from_secs(reload_check));
         }
+        deliveries::spawn(Arc::clone(&state), Duration::from_secs(args.webhook_interval));
         let tools = mcp::service(Arc::clone(&state));
         let router = server::router(Arc::clone(&state), body_timeout, tools);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));

@@ -260,6 +260,12 @@ pub fn change_filters(params: &Params) -> Result<ChangeFilters, ApiError> {
     })
 }
 
+/// A watchlist's id in a path: a positive integer (`None`: no such list).
+pub fn watchlist_id(raw: &str) -> Option<i64> {
+    let digits = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| raw.parse::<i64>().ok()).flatten().filter(|id| *id > 0)
+}
+
 /// The filters of a watchlist's events (`month`, `since`); the list gives the rest.
 pub fn watchlist_event_filters(params: &Params) -> Result<ChangeFilters, ApiError> {
     Ok(ChangeFilters { month: month(params, "month")?, since: month(params, "since")?, ..Default::default() })

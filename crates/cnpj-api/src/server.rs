@@ -176,6 +176,7 @@ where
         .merge(gets)
         .merge(posts)
         .merge(crate::watchlists::routes(&state))
+        .merge(crate::deliveries::routes(&state))
         .merge(mcp)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -39,21 +39,21 @@ const CACHED_LISTS: usize = 256;
 pub struct Settings {
     /// The most CNPJs a user may watch over all their lists.
     pub max_watched: u64,
-    /// Webhook URLs may be `http` (tests, a receiver on the same host).
-    pub allow_http: bool,
+    /// Where webhooks may lead (`http`, private addresses: tests, a receiver on the same host).
+    pub webhooks: cnpj_webhooks::Policy,
     /// Each list's entries as last read, by list id: (revision, entries).
     cache: Mutex<HashMap<i64, (i64, Arc<Watched>)>>,
 }
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings::new(10_000, false)
+        Settings::new(10_000, cnpj_webhooks::Policy::default())
     }
 }
 
 impl Settings {
-    pub fn new(max_watched: u64, allow_http: bool) -> Settings {
-        Settings { max_watched, allow_http, cache: Mutex::default() }
+    pub fn new(max_watched: u64, webhooks: cnpj_webhooks::Policy) -> Settings {
+        Settings { max_watched, webhooks, cache: Mutex::default() }
     }
 }
 
@@ -86,9 +86,7 @@ pub fn routes(state: &Shared) -> Router<Shared> {
 
 /// A list's id from the path: a positive integer, else no such list.
 fn list_id(raw: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
-    let Ok(Path(raw)) = raw else { return Err(ApiError::WatchlistNotFound) };
-    let digits = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
-    digits.then(|| raw.parse::<i64>().ok()).flatten().filter(|id| *id > 0).ok_or(ApiError::WatchlistNotFound)
+    raw.ok().and_then(|Path(raw)| params::watchlist_id(&raw)).ok_or(ApiError::WatchlistNotFound)
 }
 
 /// A request body as JSON of `T` (unknown properties refused), else a 400 naming the body.
@@ -251,7 +249,8 @@ async fn create_route(
     entries("cnpjs", &request.cnpjs, &mut errors);
     let name = name(&request.name)?;
     let events = request.events.as_ref().map(events).transpose()?.unwrap_or_default();
-    let url = request.webhook_url.as_deref().map(|u| webhook_url(u, state.watchlists.allow_http)).transpose()?;
+    let allow_http = state.watchlists.webhooks.allow_http;
+    let url = request.webhook_url.as_deref().map(|u| webhook_url(u, allow_http)).transpose()?;
     if !errors.is_empty() {
         return Err(ApiError::BadRequest(errors));
     }
@@ -310,7 +309,7 @@ async fn update_route(
     entries("remove", &request.remove, &mut errors);
     let name = request.name.as_deref().map(name).transpose()?;
     let events = request.events.as_ref().map(events).transpose()?;
-    let allow_http = state.watchlists.allow_http;
+    let allow_http = state.watchlists.webhooks.allow_http;
     let url = match &request.webhook_url {
         Some(Some(url)) => Some(Some(webhook_url(url, allow_http)?)),
         Some(None) => Some(None),

@@ -2,14 +2,21 @@
 //! another user's list not found; the webhook secret shown once), every answer conforming to the
 //! OpenAPI document; a list's events are exactly the changes of its entries by the rule of the
 //! `cnpj` filter of `/changes`, paged and priced like it, byte for byte alike from Postgres; and
-//! over evolved synthetic months, exactly the planted events of the CNPJs on the list.
+//! over evolved synthetic months, exactly the planted events of the CNPJs on the list. Webhooks:
+//! a month served is delivered to a receiver on loopback, signed, charged, retried.
 
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Map, Value, json};
+use sha2_0_11::Sha256;
 
 use super::changes::{build_month, serve, three_months};
-use super::{Reply, Server, error_of, get, pg_database, pg_server, post, publish, request, validator};
+use super::{Reply, Server, error_of, get, pg_database, pg_server, post, publish, request, root, validator};
 
 fn document() -> Value {
     serde_json::from_str(include_str!("../../../../schemas/openapi.json")).unwrap()
@@ -342,4 +349,147 @@ impl Planted {
     fn triple(&self) -> (String, String, String) {
         (self.event.clone(), self.field.clone(), self.key())
     }
+}
+
+/// What a receiver got: the request's headers (lower-case names) and body.
+struct Received {
+    headers: std::collections::HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// A webhook receiver on loopback: answers every POST with the status it is set to, and keeps
+/// what it got.
+struct Receiver {
+    url: String,
+    status: Arc<AtomicU16>,
+    got: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    fn start(status: u16) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let (status, got) = (Arc::new(AtomicU16::new(status)), Arc::new(Mutex::new(Vec::new())));
+        let (answer, kept) = (Arc::clone(&status), Arc::clone(&got));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut headers = std::collections::HashMap::new();
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((k, v)) = line.trim_end().split_once(": ") {
+                        headers.insert(k.to_ascii_lowercase(), v.to_owned());
+                    }
+                }
+                let length = headers.get("content-length").map_or(0, |l| l.parse().unwrap());
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                kept.lock().unwrap().push(Received { headers, body });
+                let code = answer.load(Ordering::SeqCst);
+                let _ = (&stream).write_all(format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes());
+            }
+        });
+        Receiver { url, status, got }
+    }
+
+    fn count(&self) -> usize {
+        self.got.lock().unwrap().len()
+    }
+}
+
+/// Polls the list's deliveries until `done` holds of them (20 s at most).
+fn deliveries_until(s: &Server, token: &str, list: u64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = get(s, &format!("{LISTS}/{list}/deliveries"), token);
+        let items = r.body["data"].as_array().unwrap().clone();
+        if done(&items) {
+            return items;
+        }
+        assert!(std::time::Instant::now() < deadline, "deliveries of list {list}: {items:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Once a month is served (a SIGHUP swap here), each list with a webhook gets its events POSTed
+/// to a receiver on loopback, signed, with a stable delivery id, charged 1 credit; a user without
+/// credits waits for them; a refused delivery is tried again, and retried by its user.
+#[test]
+fn webhooks_deliver_the_month_signed_once_it_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let (september, october) = (dir.path().join("2026-09.duckdb"), dir.path().join("2026-10.duckdb"));
+    build_month(&root().join("data/sample-dump"), &september, None);
+    build_month(&root().join("data/sample-dump-next"), &october, Some(&september));
+    let flags =
+        ["--allow-private-webhooks", "--allow-http-webhooks", "--webhook-interval", "1", "--rate-limit", "1000"];
+    let s = serve(dir, october, &flags);
+    let doc = document();
+    let (ana, bia) = (s.user("ana", 10), s.user("bia", 0));
+    let (good, bad) = (Receiver::start(204), Receiver::start(500));
+    let entries = json!(["44555666000262", "22333444", "12345678000276", "66777888"]);
+    let mut secrets = Vec::new();
+    for (token, url) in [(&ana, &good.url), (&bia, &good.url), (&ana, &bad.url)] {
+        let made = post(&s, LISTS, token, &json!({"name": "hooked", "cnpjs": entries, "webhook_url": url}));
+        secrets.push(made.body["data"]["webhook_secret"].as_str().unwrap().to_owned());
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(good.count() + bad.count(), 0, "nothing is sent before a month is served after the lists were made");
+    s.signal("-HUP");
+
+    let delivered = deliveries_until(&s, &ana, 1, |d| d.first().is_some_and(|d| d["status"] == "delivered"));
+    assert_eq!(
+        (delivered.len(), &delivered[0]["delivery_id"], &delivered[0]["attempts"]),
+        (1, &json!("wl1-2026-10-1"), &json!(1))
+    );
+    let got = good.got.lock().unwrap().remove(0);
+    let body: Value = serde_json::from_slice(&got.body).unwrap();
+    let events = get(&s, &format!("{LISTS}/1/events?month=2026-10&per_page=50"), &ana).body["data"].clone();
+    assert_eq!(body["events"], events, "the month's events of the list");
+    assert_eq!(events.as_array().unwrap().len(), 11);
+    let head = json!({"watchlist_id": 1, "month": "2026-10", "delivery_id": "wl1-2026-10-1", "page": 1, "pages": 1});
+    assert_eq!(
+        body.as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| *k != "events")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Map<_, _>>(),
+        *head.as_object().unwrap()
+    );
+    assert_eq!(got.headers["x-registry-delivery"], "wl1-2026-10-1");
+    let timestamp = &got.headers["x-registry-timestamp"];
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secrets[0].as_bytes()).unwrap();
+    mac.update(format!("{timestamp}.").as_bytes());
+    mac.update(&got.body);
+    assert_eq!(got.headers["x-registry-signature"], format!("sha256={}", hex::encode(mac.finalize().into_bytes())));
+    let listed =
+        call(&s, &doc, "GET", "/api/v1/watchlists/{id}/deliveries", &format!("{LISTS}/1/deliveries"), &ana, None);
+    assert_eq!(listed.body["total"], 1);
+
+    // Without credits, bia's delivery waits; with them, it goes.
+    let waiting = deliveries_until(&s, &bia, 2, |d| d.first().is_some_and(|d| d["status"] == "waiting_credits"));
+    assert_eq!(waiting[0]["attempts"], 0);
+    super::api(&s.accounts, &["accounts", "grant", "bia", "3"]);
+    deliveries_until(&s, &bia, 2, |d| d.first().is_some_and(|d| d["status"] == "delivered"));
+    assert_eq!(s.credits("bia"), (2, 1), "1 credit a delivery");
+
+    // A 500: tried again after a minute; the user's retry makes it due now.
+    let refused = deliveries_until(&s, &ana, 3, |d| d.first().is_some_and(|d| d["attempts"] == 1));
+    assert_eq!((&refused[0]["status"], &refused[0]["last_error"]), (&json!("pending"), &json!("HTTP 500")));
+    bad.status.store(200, Ordering::SeqCst);
+    let retry = format!("{LISTS}/3/deliveries/wl3-2026-10-1/retry");
+    let retried = call(&s, &doc, "POST", "/api/v1/watchlists/{id}/deliveries/{delivery_id}/retry", &retry, &ana, None);
+    assert_eq!(retried.body["data"]["status"], "pending");
+    deliveries_until(&s, &ana, 3, |d| d.first().is_some_and(|d| d["status"] == "delivered" && d["attempts"] == 2));
+    let ids: Vec<String> = bad.got.lock().unwrap().iter().map(|r| r.headers["x-registry-delivery"].clone()).collect();
+    assert_eq!(ids, ["wl3-2026-10-1", "wl3-2026-10-1"], "the same id at every attempt");
+    let other = call(&s, &doc, "POST", "/api/v1/watchlists/{id}/deliveries/{delivery_id}/retry", &retry, &bia, None);
+    assert_eq!(error_of(&other), (404, "Delivery not found."));
+    assert_eq!(s.credits("ana"), (10 - 1 - 3, 4), "an events page, and three POSTs");
 }
