@@ -55,8 +55,9 @@ enum LogFormat {
 enum Command {
     /// Serve a dataset. SIGHUP re-opens it (swap without restart); a Postgres dataset is also
     /// reloaded when a new publication is swapped in; SIGTERM (or Ctrl-C) stops accepting, lets the
-    /// requests in flight finish (30 s at most), flushes the accounts store and exits 0. Prints
-    /// the URL it serves on, then the metrics URL (with --metrics-listen).
+    /// requests in flight finish (30 s at most), flushes the accounts store and exits 0. Once a
+    /// dataset is served, sends each watchlist's webhook its month. Prints the URL it serves on,
+    /// then the metrics URL (with --metrics-listen).
     Serve(Box<ServeArgs>),
     /// Manage users, tokens and credits.
     Accounts {

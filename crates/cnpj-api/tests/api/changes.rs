@@ -448,6 +448,31 @@ fn oracle(all: &[Row], filters: &cnpj_store::ChangeFilters) -> Vec<Row> {
         .collect()
 }
 
+/// Watchlists' filters and the rows they must match: companies whole, establishments with their
+/// company's events, narrowed to the companies that changed in the months scanned (some of the
+/// list changed in none).
+fn watchlist_cases(all: &[Row]) -> Vec<(cnpj_store::ChangeFilters, Vec<Row>)> {
+    use cnpj_store::ChangeFilters;
+    let month = |m: &str| Some(m.to_owned());
+    let mut cases = Vec::new();
+    let cnpjs: Vec<&str> = all.iter().filter_map(|r| r[1].as_deref()).step_by(7).collect();
+    let keys: Vec<String> = cnpjs
+        .iter()
+        .take(60)
+        .map(|c| c.to_string())
+        .chain(cnpjs.iter().skip(60).map(|c| c[..8].to_owned()))
+        .chain(["99999999".to_owned()])
+        .collect();
+    for (month, since) in [(None, None), (month("2026-03"), None), (None, month("2026-03"))] {
+        let watched = std::sync::Arc::new(cnpj_store::Watched::new(keys.iter().map(String::as_str)));
+        let filters = ChangeFilters { month, since, watched: Some(watched), ..Default::default() };
+        let plain = ChangeFilters { watched: None, ..filters.clone() };
+        let want: Vec<Row> = oracle(all, &plain).into_iter().filter(|r| watches(&keys, r)).collect();
+        cases.push((filters, want));
+    }
+    cases
+}
+
 /// Whether a watchlist of `keys` follows a row (month, cnpj, basico, event, field, …): a
 /// company's every event, an establishment's and its company's.
 fn watches(keys: &[String], row: &Row) -> bool {
@@ -525,23 +550,7 @@ fn store_pages_and_totals_are_the_filtered_served_order() {
     assert!(oracle(&all, &cases[4]).len() > 1001, "a filter that is counted has more than 1,000 matches");
     let mut cases: Vec<(ChangeFilters, Vec<Row>)> =
         cases.into_iter().map(|f| (oracle(&all, &f), f)).map(|(w, f)| (f, w)).collect();
-    // Watchlists: companies whole, establishments with their company's events, narrowed to the
-    // companies that changed in the months scanned (some of the list changed in none).
-    let cnpjs: Vec<&str> = all.iter().filter_map(|r| r[1].as_deref()).step_by(7).collect();
-    let keys: Vec<String> = cnpjs
-        .iter()
-        .take(60)
-        .map(|c| c.to_string())
-        .chain(cnpjs.iter().skip(60).map(|c| c[..8].to_owned()))
-        .chain(["99999999".to_owned()])
-        .collect();
-    for (month, since) in [(None, None), (month("2026-03"), None), (None, month("2026-03"))] {
-        let watched = std::sync::Arc::new(cnpj_store::Watched::new(keys.iter().map(String::as_str)));
-        let filters = ChangeFilters { month, since, watched: Some(watched), ..Default::default() };
-        let plain = ChangeFilters { watched: None, ..filters.clone() };
-        let want: Vec<Row> = oracle(&all, &plain).into_iter().filter(|r| watches(&keys, r)).collect();
-        cases.push((filters, want));
-    }
+    cases.extend(watchlist_cases(&all));
     assert!(cases.last().unwrap().1.len() > 100, "a watchlist with many changes");
     for (filters, want) in &cases {
         for store in &stores {

@@ -51,42 +51,8 @@ fn watchlists_are_managed_per_user_and_free() {
     let id = list["id"].as_u64().unwrap();
     let path = format!("{LISTS}/{id}");
 
-    // Any invalid CNPJ: a 400 naming each, nothing stored.
-    let refused = create(&ana, json!({"name": "x", "cnpjs": ["11222333000182", "44555666", "x"]}));
-    assert_eq!(error_of(&refused), (400, "Invalid input parameters"));
-    let named: Vec<&str> =
-        refused.body["errors"]["cnpjs"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(named.len() == 2 && named[0].contains("11222333000182") && named[1].contains("\"x\""), "{named:?}");
-    let over = create(&ana, json!({"name": "more", "cnpjs": ["10000001", "10000002", "10000003", "10000004"]}));
-    assert!(over.body["errors"]["cnpjs"][0].as_str().unwrap().contains("At most 5"), "{}", over.body);
-    for (body, param) in [
-        (json!({"name": "x", "cnpjs": [], "webhook_url": "http://hooks.example.com/"}), "webhook_url"),
-        (json!({"name": "x", "cnpjs": [], "events": ["closed"]}), "events"),
-        (json!({"name": "  ", "cnpjs": []}), "name"),
-        (json!({"name": "x", "cnpjs": [], "colour": "red"}), "body"),
-        (json!({"name": "x"}), "body"),
-    ] {
-        let r = create(&ana, body.clone());
-        assert!(r.status == 400 && r.body["errors"][param].is_array(), "{body}: {}", r.body);
-    }
-    let lists = call(&s, &doc, "GET", LISTS, LISTS, &ana, None);
-    assert_eq!(lists.body["data"].as_array().unwrap().len(), 1, "nothing else was stored");
-
-    // A webhook's secret is shown once.
-    let hooked = create(
-        &ana,
-        json!({"name": "hooked", "cnpjs": ["33683111"], "events": ["moved", "opened"], "webhook_url": "https://hooks.example.com/cnpj"}),
-    );
-    assert_eq!(hooked.status, 201, "{}", hooked.body);
-    let secret = hooked.body["data"]["webhook_secret"].as_str().unwrap().to_owned();
-    assert_eq!(hooked.body["data"]["events"], json!(["opened", "moved"]));
-    let hooked_path = format!("{LISTS}/{}", hooked.body["data"]["id"]);
-    let read = call(&s, &doc, "GET", LIST, &hooked_path, &ana, None);
-    assert!(read.body["data"].get("webhook_secret").is_none(), "{}", read.body);
-    let rotated = call(&s, &doc, "PATCH", LIST, &hooked_path, &ana, Some(json!({"rotate_secret": true})));
-    assert!(rotated.body["data"]["webhook_secret"].as_str().is_some_and(|s| s != secret), "{}", rotated.body);
-    let unhooked = call(&s, &doc, "PATCH", LIST, &hooked_path, &ana, Some(json!({"webhook_url": null})));
-    assert_eq!(unhooked.body["data"]["webhook_url"], Value::Null);
+    refusals(&s, &doc, &ana);
+    secret_shown_once(&s, &doc, &ana);
 
     // Entries paged; a change that adds, removes and renames, or names every invalid CNPJ.
     let patch = json!({"add": ["22.333.444/0001-81"], "remove": ["44555666"], "name": "main"});
@@ -126,6 +92,49 @@ fn watchlists_are_managed_per_user_and_free() {
     assert_eq!(deleted.body, json!({"success": true}));
     assert_eq!(error_of(&get(&s, &path, &ana)), (404, "Watchlist not found."));
     assert_eq!((s.credits("ana"), s.credits("bia")), ((3, 0), (3, 0)), "managing lists is free");
+}
+
+/// Any invalid CNPJ, or a list past the cap (5 CNPJs), is a 400 naming each; so is any other
+/// invalid property; nothing is stored (ana has one list).
+fn refusals(s: &Server, doc: &Value, ana: &str) {
+    let create = |body: Value| call(s, doc, "POST", LISTS, LISTS, ana, Some(body));
+    let refused = create(json!({"name": "x", "cnpjs": ["11222333000182", "44555666", "x"]}));
+    assert_eq!(error_of(&refused), (400, "Invalid input parameters"));
+    let named: Vec<&str> =
+        refused.body["errors"]["cnpjs"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(named.len() == 2 && named[0].contains("11222333000182") && named[1].contains("\"x\""), "{named:?}");
+    let over = create(json!({"name": "more", "cnpjs": ["10000001", "10000002", "10000003", "10000004"]}));
+    assert!(over.body["errors"]["cnpjs"][0].as_str().unwrap().contains("At most 5"), "{}", over.body);
+    for (body, param) in [
+        (json!({"name": "x", "cnpjs": [], "webhook_url": "http://hooks.example.com/"}), "webhook_url"),
+        (json!({"name": "x", "cnpjs": [], "events": ["closed"]}), "events"),
+        (json!({"name": "  ", "cnpjs": []}), "name"),
+        (json!({"name": "x", "cnpjs": [], "colour": "red"}), "body"),
+        (json!({"name": "x"}), "body"),
+    ] {
+        let r = create(body.clone());
+        assert!(r.status == 400 && r.body["errors"][param].is_array(), "{body}: {}", r.body);
+    }
+    let lists = call(s, doc, "GET", LISTS, LISTS, ana, None);
+    assert_eq!(lists.body["data"].as_array().unwrap().len(), 1, "nothing else was stored");
+}
+
+/// A webhook's secret is in the answer that made it (or rotated it), and never again.
+fn secret_shown_once(s: &Server, doc: &Value, ana: &str) {
+    let create = |body: Value| call(s, doc, "POST", LISTS, LISTS, ana, Some(body));
+    let hooked = create(
+        json!({"name": "hooked", "cnpjs": ["33683111"], "events": ["moved", "opened"], "webhook_url": "https://hooks.example.com/cnpj"}),
+    );
+    assert_eq!(hooked.status, 201, "{}", hooked.body);
+    let secret = hooked.body["data"]["webhook_secret"].as_str().unwrap().to_owned();
+    assert_eq!(hooked.body["data"]["events"], json!(["opened", "moved"]));
+    let hooked_path = format!("{LISTS}/{}", hooked.body["data"]["id"]);
+    let read = call(s, doc, "GET", LIST, &hooked_path, ana, None);
+    assert!(read.body["data"].get("webhook_secret").is_none(), "{}", read.body);
+    let rotated = call(s, doc, "PATCH", LIST, &hooked_path, ana, Some(json!({"rotate_secret": true})));
+    assert!(rotated.body["data"]["webhook_secret"].as_str().is_some_and(|s| s != secret), "{}", rotated.body);
+    let unhooked = call(s, doc, "PATCH", LIST, &hooked_path, ana, Some(json!({"webhook_url": null})));
+    assert_eq!(unhooked.body["data"]["webhook_url"], Value::Null);
 }
 
 /// The key a change item is ordered by (the served order).
