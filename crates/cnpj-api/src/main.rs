@@ -12,6 +12,7 @@ mod observe;
 mod params;
 mod serve;
 mod server;
+mod watching;
 mod watchlists;
 
 use std::io::{IsTerminal, Write};
@@ -247,7 +248,7 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
     let limiter = limits::RateLimiter::new(args.rate_limit, Duration::from_secs(args.rate_window));
     let webhooks =
         cnpj_webhooks::Policy { allow_http: args.allow_http_webhooks, allow_private: args.allow_private_webhooks };
-    let watching = watchlists::Settings::new(args.max_watched, webhooks);
+    let watching = watching::Settings::new(args.max_watched, webhooks);
     let state = Arc::new(server::AppState::new(store, accounts, limiter, prices).with_watchlists(watching));
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
@@ -277,7 +278,8 @@ fn serve(args: ServeArgs, accounts: Accounts) -> anyhow::Result<()> {
         }
         deliveries::spawn(Arc::clone(&state), Duration::from_secs(args.webhook_interval));
         let tools = mcp::service(Arc::clone(&state));
-        let router = server::router(Arc::clone(&state), body_timeout, tools);
+        let routes = watchlists::routes(&state).merge(deliveries::routes(&state));
+        let router = server::router(Arc::clone(&state), body_timeout, tools, routes);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));
         match metrics {
             Some((listener, handle)) => {

@@ -57,7 +57,7 @@ pub struct AppState {
     limiter: RateLimiter,
     cache: BatchCache,
     pub(crate) prices: Prices,
-    pub(crate) watchlists: crate::watchlists::Settings,
+    pub(crate) watchlists: crate::watching::Settings,
 }
 
 impl AppState {
@@ -68,13 +68,13 @@ impl AppState {
             limiter,
             cache: BatchCache::new(Duration::from_secs(6 * 3600)),
             prices,
-            watchlists: crate::watchlists::Settings::default(),
+            watchlists: crate::watching::Settings::default(),
         }
     }
 
     /// The watchlists' settings (the default cap of watched CNPJs per user, which webhook
     /// URLs are allowed).
-    pub fn with_watchlists(mut self, settings: crate::watchlists::Settings) -> AppState {
+    pub fn with_watchlists(mut self, settings: crate::watching::Settings) -> AppState {
         self.watchlists = settings;
         self
     }
@@ -135,10 +135,11 @@ pub const MAX_URI: usize = 8 * 1024;
 /// The month of the dataset that answered, on every response of a route that reads it.
 const DATASET_MONTH: HeaderName = HeaderName::from_static("x-dataset-month");
 
-/// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
+/// Every route. Each answers its methods: any other, HEAD included, is a 405 with `Allow`, before
 /// authentication (so it is neither charged nor counted by the rate limit). `mcp` answers `/mcp`
-/// (the MCP endpoint, whose tools call the functions below).
-pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M) -> Router
+/// (the MCP endpoint, whose tools call the functions below); `routes` are the other modules'
+/// (watchlists, their deliveries), each behind its own methods and authentication.
+pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M, routes: Router<Shared>) -> Router
 where
     M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
     M::Response: IntoResponse,
@@ -175,8 +176,7 @@ where
     Router::new()
         .merge(gets)
         .merge(posts)
-        .merge(crate::watchlists::routes(&state))
-        .merge(crate::deliveries::routes(&state))
+        .merge(routes)
         .merge(mcp)
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -5,8 +5,7 @@
 //! naming each, and stores nothing; another user's list, like a missing one, is a 404. The
 //! webhook secret is in the answer that made it, and never again.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
@@ -31,31 +30,6 @@ const MAX_PER_REQUEST: usize = 1000;
 const MAX_NAME: usize = 100;
 /// The longest webhook URL, in bytes.
 const MAX_URL: usize = 2048;
-/// Lists whose entries are kept in memory between requests for their events.
-const CACHED_LISTS: usize = 256;
-
-/// What the server is told about watchlists.
-#[derive(Debug)]
-pub struct Settings {
-    /// The most CNPJs a user may watch over all their lists.
-    pub max_watched: u64,
-    /// Where webhooks may lead (`http`, private addresses: tests, a receiver on the same host).
-    pub webhooks: cnpj_webhooks::Policy,
-    /// Each list's entries as last read, by list id: (revision, entries).
-    cache: Mutex<HashMap<i64, (i64, Arc<Watched>)>>,
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings::new(10_000, cnpj_webhooks::Policy::default())
-    }
-}
-
-impl Settings {
-    pub fn new(max_watched: u64, webhooks: cnpj_webhooks::Policy) -> Settings {
-        Settings { max_watched, webhooks, cache: Mutex::default() }
-    }
-}
 
 /// The routes, each behind its methods' check and authentication (events also behind the
 /// dataset the request arrived on).
@@ -384,19 +358,13 @@ async fn watched(state: &Shared, caller: &Caller, id: i64) -> Result<(Watchlist,
         let accounts = &state.accounts;
         let (list, _) =
             timed("watchlists", || accounts.watchlist(user, id, 0, Some(0)))?.ok_or(ApiError::WatchlistNotFound)?;
-        let cache = &state.watchlists.cache;
-        let kept = cache.lock().unwrap_or_else(PoisonError::into_inner).get(&id).cloned();
-        if let Some((_, watched)) = kept.filter(|(revision, _)| *revision == list.revision) {
+        if let Some(watched) = state.watchlists.kept(id, list.revision) {
             return Ok((list, watched));
         }
         let (list, entries) =
             timed("watchlists", || accounts.watchlist(user, id, 0, None))?.ok_or(ApiError::WatchlistNotFound)?;
         let watched = Arc::new(Watched::new(entries.iter().map(String::as_str)));
-        let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.len() >= CACHED_LISTS {
-            cache.clear();
-        }
-        cache.insert(id, (list.revision, Arc::clone(&watched)));
+        state.watchlists.keep(id, list.revision, Arc::clone(&watched));
         Ok((list, watched))
     })
     .await
