@@ -137,9 +137,11 @@ fn events(raw: &Value) -> Result<Vec<String>, ApiError> {
     }
 }
 
-/// A webhook URL: `https` (or `http` when allowed), a host, no white space, at most `MAX_URL`
-/// bytes. Where it leads is checked when a delivery connects.
-fn webhook_url(raw: &str, allow_http: bool) -> Result<String, ApiError> {
+/// A webhook URL: `https` (or `http` when allowed), a host (an address only if the policy
+/// allows it), no white space, at most `MAX_URL` bytes. Where a name leads is checked when a
+/// delivery connects.
+fn webhook_url(raw: &str, policy: cnpj_webhooks::Policy) -> Result<String, ApiError> {
+    let allow_http = policy.allow_http;
     let lower = raw.to_ascii_lowercase();
     let rest = lower.strip_prefix("https://").or_else(|| lower.strip_prefix("http://").filter(|_| allow_http));
     let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
@@ -147,7 +149,10 @@ fn webhook_url(raw: &str, allow_http: bool) -> Result<String, ApiError> {
         && host.is_some_and(|h| !h.is_empty() && !h.contains('@'))
         && !raw.chars().any(|c| c.is_whitespace() || c.is_control());
     if valid {
-        return Ok(raw.to_owned());
+        return match policy.check_written(raw) {
+            Ok(()) => Ok(raw.to_owned()),
+            Err(refused) => Err(ApiError::invalid("webhook_url", format!("The webhook_url is refused: {refused}."))),
+        };
     }
     let schemes = if allow_http { "https or http" } else { "https" };
     Err(ApiError::invalid(
@@ -223,8 +228,8 @@ async fn create_route(
     entries("cnpjs", &request.cnpjs, &mut errors);
     let name = name(&request.name)?;
     let events = request.events.as_ref().map(events).transpose()?.unwrap_or_default();
-    let allow_http = state.watchlists.webhooks.allow_http;
-    let url = request.webhook_url.as_deref().map(|u| webhook_url(u, allow_http)).transpose()?;
+    let policy = state.watchlists.webhooks;
+    let url = request.webhook_url.as_deref().map(|u| webhook_url(u, policy)).transpose()?;
     if !errors.is_empty() {
         return Err(ApiError::BadRequest(errors));
     }
@@ -283,9 +288,9 @@ async fn update_route(
     entries("remove", &request.remove, &mut errors);
     let name = request.name.as_deref().map(name).transpose()?;
     let events = request.events.as_ref().map(events).transpose()?;
-    let allow_http = state.watchlists.webhooks.allow_http;
+    let policy = state.watchlists.webhooks;
     let url = match &request.webhook_url {
-        Some(Some(url)) => Some(Some(webhook_url(url, allow_http)?)),
+        Some(Some(url)) => Some(Some(webhook_url(url, policy)?)),
         Some(None) => Some(None),
         None => None,
     };
@@ -398,20 +403,24 @@ mod tests {
 
     #[test]
     fn webhook_urls_are_https_with_a_host() {
-        for (url, allow_http, ok) in [
-            ("https://hooks.example.com/cnpj?x=1", false, true),
-            ("HTTPS://hooks.example.com", false, true),
-            ("http://127.0.0.1:9000/hook", true, true),
-            ("http://hooks.example.com/", false, false),
-            ("https://", false, false),
-            ("https:///path", false, false),
-            ("https://user@hooks.example.com/", false, false),
-            ("https://hooks.example.com/a b", false, false),
-            ("ftp://hooks.example.com/", true, false),
+        let lab = cnpj_webhooks::Policy { allow_http: true, allow_private: true };
+        let strict = cnpj_webhooks::Policy::default();
+        for (url, policy, ok) in [
+            ("https://hooks.example.com/cnpj?x=1", strict, true),
+            ("HTTPS://hooks.example.com", strict, true),
+            ("http://127.0.0.1:9000/hook", lab, true),
+            ("https://127.0.0.1:9000/hook", strict, false),
+            ("https://169.254.169.254/latest", strict, false),
+            ("http://hooks.example.com/", strict, false),
+            ("https://", strict, false),
+            ("https:///path", strict, false),
+            ("https://user@hooks.example.com/", strict, false),
+            ("https://hooks.example.com/a b", strict, false),
+            ("ftp://hooks.example.com/", lab, false),
         ] {
-            assert_eq!(webhook_url(url, allow_http).is_ok(), ok, "{url}");
+            assert_eq!(webhook_url(url, policy).is_ok(), ok, "{url}");
         }
-        assert!(webhook_url(&format!("https://h.example/{}", "a".repeat(MAX_URL)), false).is_err());
+        assert!(webhook_url(&format!("https://h.example/{}", "a".repeat(MAX_URL)), strict).is_err());
     }
 
     #[test]

@@ -101,6 +101,17 @@ impl Policy {
         self.resolve(&host, port)
     }
 
+    /// What can be said of `url` without resolving a name: its scheme, its host, and the
+    /// address it is, when it is one (for a URL as it is set; a name is checked when a delivery
+    /// connects).
+    pub fn check_written(&self, url: &str) -> Result<(), Refused> {
+        let (host, port) = host_port(url, *self)?;
+        if host.parse::<IpAddr>().is_ok() {
+            self.resolve(&host, port)?;
+        }
+        Ok(())
+    }
+
     /// Resolves `host`: every address it has must be allowed (a name that also resolves to a
     /// private address is refused whole).
     pub fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
@@ -176,6 +187,11 @@ mod tests {
         check("http://8.8.8.8/hook", STRICT, Err("the URL must be https"));
         check("ftp://8.8.8.8/", STRICT, Err("the URL must be https"));
         check("https:///x", STRICT, Err("the URL has no host"));
+        let written = |url: &str| STRICT.check_written(url).map_err(|e| e.to_string());
+        assert!(written("https://10.0.0.1/").unwrap_err().contains("private"));
+        assert!(written("https://[::1]:8443/").unwrap_err().contains("loopback"));
+        assert_eq!(written("https://localhost/"), Ok(()), "a name is checked when a delivery connects");
+        assert_eq!(written("https://hooks.example.com:x/"), Err("the URL's port \"x\" is not a number".to_owned()));
         let lab = Policy { allow_http: true, allow_private: true };
         check("http://127.0.0.1:8080/hook", lab, Ok(()));
         check("https://user@127.0.0.1/", Policy { allow_private: true, ..STRICT }, Ok(()));
