@@ -3,10 +3,12 @@
 //! allowance and the operator's credits) with a debit ledger, and, when shared by several API
 //! replicas, the rate-limit counters. People's accounts beside (`people`: email, argon2id password,
 //! role, status), their sessions and one-time links (`sessions`), usage counts, the ledger and the
-//! admin audit log (`usage`), plans (`plans`). A SQLite file by default (separate from the monthly
+//! admin audit log (`usage`), plans (`plans`), and each user's watchlists (`watchlists`) with their
+//! webhook deliveries (`deliveries`). A SQLite file by default (separate from the monthly
 //! dataset), or a Postgres schema that every replica uses. Charging is atomic on both (no balance
 //! ever goes negative). A store is migrated from older versions when opened.
 
+mod deliveries;
 mod people;
 mod plans;
 mod postgres;
@@ -14,11 +16,14 @@ mod sessions;
 mod sql;
 mod sqlite;
 mod usage;
+mod watchlists;
 
+pub use deliveries::{Attempt, Delivery, Due, delivery_id};
 pub use people::{Person, Role, Status, check_password, hash_password};
 pub use plans::{Plan, Plans, PlansError};
 pub use sessions::{Link, LinkKind, SESSION_IDLE, SESSION_MAX, Session};
 pub use usage::{AuditEntry, Debit, UsageRow, UserSummary};
+pub use watchlists::{InvalidEntry, NewWatchlist, Saved, Watchlist, WatchlistChange, watch_key};
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -52,6 +57,12 @@ pub enum AccountsError {
     TooManyTokens(u32),
     #[error("password hashing: {0}")]
     Password(String),
+    /// Entries of a watchlist request that are no CNPJ: the request stored nothing.
+    #[error("invalid CNPJs: {0:?}")]
+    InvalidCnpjs(Vec<InvalidEntry>),
+    /// The user's entries over all their lists would pass their cap: nothing stored.
+    #[error("{watched} CNPJs watched, over the cap of {cap}")]
+    OverCap { cap: u64, watched: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,12 +148,16 @@ macro_rules! dispatch {
 impl Accounts {
     /// The SQLite store at `path` (created when missing).
     pub fn open(path: &Path) -> Result<Accounts, AccountsError> {
-        Ok(Accounts { inner: Inner::Sqlite(sqlite::Sqlite::open(path)?), plans: Plans::default() })
+        let store = sqlite::Sqlite::open(path)?;
+        store.create_watchlist_tables()?;
+        Ok(Accounts { inner: Inner::Sqlite(store), plans: Plans::default() })
     }
 
     /// The Postgres store (schema `cnpj_accounts`, created when missing) that replicas share.
     pub fn open_postgres(url: &str) -> Result<Accounts, AccountsError> {
-        Ok(Accounts { inner: Inner::Postgres(postgres::Pg::open(url)?), plans: Plans::default() })
+        let store = postgres::Pg::open(url)?;
+        store.create_watchlist_tables()?;
+        Ok(Accounts { inner: Inner::Postgres(store), plans: Plans::default() })
     }
 
     /// The store with these plans (the built-in `free` otherwise).

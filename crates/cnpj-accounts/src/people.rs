@@ -317,7 +317,8 @@ impl Accounts {
         Ok(changed > 0)
     }
 
-    /// Erases a person: email, names, password, locale, sessions, links and tokens go; the user
+    /// Erases a person: email, names, password, locale, sessions, links, tokens, watchlists and
+    /// their deliveries go; the user
     /// stays, anonymous and disabled, so the ledger and the usage stay whole.
     pub fn erase(&self, id: i64) -> Result<(), AccountsError> {
         self.tx(|db| {
@@ -328,6 +329,11 @@ impl Accounts {
                 db.run("DELETE FROM login_failures WHERE key = $1", &[format!("account:{email}").into()])?;
             }
             db.run("DELETE FROM sessions WHERE user_id = $1", &[id.into()])?;
+            db.run("DELETE FROM deliveries WHERE user_id = $1", &[id.into()])?;
+            let entries =
+                "DELETE FROM watchlist_entries WHERE watchlist_id IN (SELECT id FROM watchlists WHERE user_id = $1)";
+            db.run(entries, &[id.into()])?;
+            db.run("DELETE FROM watchlists WHERE user_id = $1", &[id.into()])?;
             db.run("DELETE FROM links WHERE user_id = $1", &[id.into()])?;
             db.run("DELETE FROM tokens WHERE user_id = $1", &[id.into()])?;
             db.run(

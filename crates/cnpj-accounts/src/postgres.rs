@@ -69,7 +69,7 @@ impl Pg {
     }
 
     /// Runs `f` on a pooled connection (a broken one is closed, not returned to the pool).
-    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, AccountsError>) -> Result<T, AccountsError> {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, AccountsError>) -> Result<T, AccountsError> {
         let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
         let pooled = loop {
             if let Some(client) = pool.0.pop() {

@@ -51,7 +51,7 @@ impl Sqlite {
         Ok(Sqlite { conn: Mutex::new(conn) })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 

@@ -1,12 +1,16 @@
 //! The accounts store on Postgres, as API replicas share it: two `Accounts` opened on one
 //! database charge (allowance and credits) and count requests concurrently; a store of version 0
 //! migrated; people, sessions, links, usage and erasure on Postgres. Needs the throwaway cluster
-//! of `scripts/test`.
+//! of `scripts/test`. Watchlists and their deliveries: one walk through every operation, on SQLite
+//! and on Postgres.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use cnpj_accounts::{Accounts, AccountsError, Insufficient, LinkKind, Plans, Status, UsageRow, hash_password};
+use cnpj_accounts::{
+    Accounts, AccountsError, Insufficient, LinkKind, NewWatchlist, Plans, Status, UsageRow, WatchlistChange,
+    hash_password,
+};
 
 /// A new, empty database on the test cluster; its URL.
 fn pg_database() -> String {
@@ -130,7 +134,166 @@ fn people_sessions_links_and_usage_on_postgres() {
         a.login_failed(&["account:ana@example.com".to_owned()]).unwrap();
     }
     assert!(a.login_wait(&["account:ana@example.com".to_owned()]).unwrap().is_some());
+    let cnpjs = ["11222333".to_owned()];
+    a.create_watchlist(ana.id, &NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: None }, 10).unwrap();
     a.erase(ana.id).unwrap();
     assert!(a.session(&session).unwrap().is_none());
     assert!(a.person_by_email("ana@example.com").unwrap().is_none());
+    assert!(a.watchlists(ana.id).unwrap().is_empty(), "the watchlists erased too");
+}
+
+#[test]
+fn watchlists_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    watchlists_walk(&Accounts::open(&dir.path().join("accounts.sqlite")).unwrap());
+}
+
+#[test]
+fn watchlists_on_postgres() {
+    watchlists_walk(&Accounts::open_postgres(&pg_database()).unwrap());
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Lists kept per user within the cap, on either store.
+fn watchlists_walk(a: &Accounts) {
+    let ana = a.create_user("ana", 0).unwrap().id;
+    let bia = a.create_user("bia", 0).unwrap().id;
+    let cnpjs = strings(&["11.222.333/0001-81", "33683111", "11222333000181"]);
+    let new = NewWatchlist { name: "suppliers", cnpjs: &cnpjs, events: &[], webhook_url: None };
+    let saved = a.create_watchlist(ana, &new, 10).unwrap();
+    assert_eq!((saved.watchlist.entries, saved.webhook_secret), (2, None));
+    let id = saved.watchlist.id;
+    let (list, entries) = a.watchlist(ana, id, 0, None).unwrap().unwrap();
+    assert_eq!((list.name.as_str(), entries), ("suppliers", strings(&["11222333000181", "33683111"])));
+    assert_eq!(a.watchlist(bia, id, 0, None).unwrap(), None, "another user's list is not found");
+    assert!(!a.delete_watchlist(bia, id).unwrap());
+
+    // Invalid entries: every one named, nothing stored.
+    let bad = strings(&["44555666", "11222333000182", "nope"]);
+    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &bad, ..new }, 10);
+    assert!(matches!(&refused, Err(AccountsError::InvalidCnpjs(i)) if i.len() == 2), "{refused:?}");
+    let change = WatchlistChange { add: &bad, ..Default::default() };
+    assert!(matches!(a.update_watchlist(ana, id, &change, 10), Err(AccountsError::InvalidCnpjs(_))));
+    assert_eq!(a.watchlists(ana).unwrap().len(), 1);
+    assert_eq!(a.watchlist(ana, id, 0, None).unwrap().unwrap().0.entries, 2);
+
+    // The cap counts every list of the user.
+    let many: Vec<String> = (0..9).map(|i| format!("{:08}", 10 + i)).collect();
+    let over = a.create_watchlist(ana, &NewWatchlist { name: "many", cnpjs: &many, ..new }, 10);
+    assert!(matches!(over, Err(AccountsError::OverCap { cap: 10, watched: 11 })), "{over:?}");
+    assert_eq!(a.watchlists(ana).unwrap().len(), 1, "nothing stored");
+    let url = "https://hooks.example.com/cnpj";
+    let with_hook = NewWatchlist { name: "many", cnpjs: &many[..8], webhook_url: Some(url), ..new };
+    let second = a.create_watchlist(ana, &with_hook, 10).unwrap();
+    let secret = second.webhook_secret.clone().unwrap();
+    assert!(secret.starts_with("whsec_") && secret.len() == 6 + 64);
+    assert!(a.create_watchlist(bia, &with_hook, 10).is_ok(), "caps are per user");
+
+    // A change: add and remove, rename, events, the webhook; a new secret only when asked.
+    let events = strings(&["moved", "opened"]);
+    let change = WatchlistChange {
+        name: Some("main"),
+        add: &many[8..],
+        remove: &strings(&["33.683.111", "99999999"]),
+        events: Some(&events),
+        ..Default::default()
+    };
+    let changed = a.update_watchlist(ana, id, &change, 10).unwrap().unwrap();
+    assert_eq!((changed.watchlist.entries, changed.webhook_secret), (2, None));
+    assert_eq!((changed.watchlist.name.as_str(), &changed.watchlist.events), ("main", &events));
+    assert!(changed.watchlist.revision > saved.watchlist.revision);
+    let over = WatchlistChange { add: &strings(&["77777777"]), ..Default::default() };
+    assert!(matches!(a.update_watchlist(ana, id, &over, 10), Err(AccountsError::OverCap { .. })));
+    let hook = WatchlistChange { webhook_url: Some(Some(url)), ..Default::default() };
+    let hooked = a.update_watchlist(ana, id, &hook, 10).unwrap().unwrap();
+    assert!(hooked.webhook_secret.is_some(), "a first webhook gets a secret");
+    assert!(a.update_watchlist(ana, id, &hook, 10).unwrap().unwrap().webhook_secret.is_none());
+    let rotate = WatchlistChange { rotate_secret: true, ..Default::default() };
+    let rotated = a.update_watchlist(ana, second.watchlist.id, &rotate, 10).unwrap().unwrap();
+    assert!(rotated.webhook_secret.is_some_and(|s| s != secret));
+    let unhook = WatchlistChange { webhook_url: Some(None), ..Default::default() };
+    assert_eq!(a.update_watchlist(ana, id, &unhook, 10).unwrap().unwrap().watchlist.webhook_url, None);
+    assert_eq!(a.update_watchlist(bia, id, &unhook, 10).unwrap(), None);
+
+    // Entries paged in key order; a list deleted with its entries.
+    let (_, page) = a.watchlist(ana, second.watchlist.id, 2, Some(3)).unwrap().unwrap();
+    assert_eq!(page, many[2..5]);
+    assert!(a.delete_watchlist(ana, second.watchlist.id).unwrap());
+    assert_eq!(a.watchlist(ana, second.watchlist.id, 0, None).unwrap(), None);
+    let names: Vec<String> = a.watchlists(ana).unwrap().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["main"]);
+}
+
+#[test]
+fn deliveries_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("accounts.sqlite");
+    deliveries_walk(&Accounts::open(&path).unwrap(), &Accounts::open(&path).unwrap());
+}
+
+#[test]
+fn deliveries_on_postgres() {
+    let url = pg_database();
+    deliveries_walk(&Accounts::open_postgres(&url).unwrap(), &Accounts::open_postgres(&url).unwrap());
+}
+
+/// Deliveries made once per page, claimed by one process at a time under a lease, retried,
+/// delivered, listed and retried by their user; `a` and `b` are two processes on one store.
+fn deliveries_walk(a: &Accounts, b: &Accounts) {
+    use cnpj_accounts::Attempt;
+    let ana = a.create_user("ana", 0).unwrap().id;
+    let bia = a.create_user("bia", 0).unwrap().id;
+    let cnpjs = strings(&["11222333"]);
+    let hooked = NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: Some("https://h.example/x") };
+    let list = a.create_watchlist(ana, &hooked, 10).unwrap().watchlist.id;
+    a.create_watchlist(ana, &NewWatchlist { webhook_url: None, ..hooked }, 10).unwrap();
+    let lists = b.webhook_watchlists().unwrap();
+    assert_eq!(lists.iter().map(|(u, l)| (*u, l.id)).collect::<Vec<_>>(), [(ana, list)]);
+    assert!(!a.has_deliveries(list, "2026-10").unwrap());
+    let bodies = strings(&["{\"page\":1}", "{\"page\":2}"]);
+    a.enqueue(ana, list, "2026-10", &bodies).unwrap();
+    b.enqueue(ana, list, "2026-10", &strings(&["{\"other\":1}"])).unwrap();
+    assert!(a.has_deliveries(list, "2026-10").unwrap());
+
+    // One claim takes them, under a lease: the other process gets none until it runs out.
+    let now = 2_000_000_000;
+    let due = a.claim_deliveries(now, 60, 10).unwrap();
+    let ids: Vec<&str> = due.iter().map(|d| d.delivery.id.as_str()).collect();
+    assert_eq!(ids, [format!("wl{list}-2026-10-1"), format!("wl{list}-2026-10-2")]);
+    assert_eq!((due[0].body.as_str(), due[0].url.as_deref()), ("{\"page\":1}", Some("https://h.example/x")));
+    assert!(due[0].secret.starts_with("whsec_") && due[0].delivery.pages == 2);
+    assert!(b.claim_deliveries(now + 59, 60, 10).unwrap().is_empty(), "leased");
+    let again = b.claim_deliveries(now + 61, 60, 10).unwrap();
+    assert_eq!(again.len(), 2, "a lease that ran out (its sender died) is claimed again");
+
+    a.finish_delivery(ids[0], &Attempt::Delivered, now + 62).unwrap();
+    let retry = Attempt::Retry { error: "HTTP 500".into(), next_at: now + 122 };
+    a.finish_delivery(ids[1], &retry, now + 62).unwrap();
+    assert!(b.claim_deliveries(now + 121, 60, 10).unwrap().is_empty(), "not due yet");
+    let second = b.claim_deliveries(now + 122, 60, 10).unwrap();
+    assert_eq!((second.len(), second[0].delivery.attempts), (1, 1));
+    b.finish_delivery(ids[1], &Attempt::WaitingCredits { next_at: now + 130 }, now + 123).unwrap();
+    let waiting = a.claim_deliveries(now + 130, 60, 10).unwrap();
+    assert_eq!((waiting[0].delivery.status.as_str(), waiting[0].delivery.attempts), ("waiting_credits", 1));
+    a.finish_delivery(ids[1], &Attempt::Failed { error: "HTTP 410".into() }, now + 131).unwrap();
+
+    let (total, listed) = b.deliveries(ana, list, 0, 10).unwrap().unwrap();
+    let states: Vec<(&str, i64, Option<&str>)> =
+        listed.iter().map(|d| (d.status.as_str(), d.attempts, d.last_error.as_deref())).collect();
+    assert_eq!((total, states), (2, vec![("delivered", 1, None), ("failed", 2, Some("HTTP 410"))]));
+    assert_eq!(b.deliveries(bia, list, 0, 10).unwrap(), None, "another user's list");
+    assert_eq!(a.retry_delivery(bia, list, ids[1]).unwrap(), None);
+    let retried = a.retry_delivery(ana, list, ids[1]).unwrap().unwrap();
+    assert_eq!((retried.status.as_str(), retried.attempts), ("pending", 2));
+    assert!(a.retry_delivery(ana, list, "wl1-2026-10-9").unwrap().is_none());
+    assert_eq!(b.claim_deliveries(cnpj_now(), 60, 10).unwrap().len(), 1, "due again now");
+    assert!(a.delete_watchlist(ana, list).unwrap());
+    assert!(!a.has_deliveries(list, "2026-10").unwrap(), "deleted with its list");
+}
+
+fn cnpj_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
 }

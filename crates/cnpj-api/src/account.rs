@@ -4,22 +4,15 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
-use axum::Json;
 use axum::extract::State;
+use axum::routing::get;
+use axum::{Extension, Json, Router, middleware};
 use cnpj_accounts::{Accounts, Person, TokenInfo};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::params::{self, Params};
-use crate::server::{Caller, Shared, blocking};
-
-/// The rate limit as counted for this request, put on it by authentication.
-#[derive(Clone, Copy, Debug)]
-pub struct RateInfo {
-    pub per_minute: u32,
-    pub remaining: u32,
-}
+use crate::server::{self, Caller, RateInfo, Shared, blocking};
 
 fn time(at: Option<i64>) -> Value {
     at.map_or(Value::Null, |t| json!(cnpj_model::utc_text(t)))
@@ -66,6 +59,15 @@ pub fn account_body(accounts: &Accounts, person: &Person, tokens: &[TokenInfo], 
 }
 
 /// GET /api/v1/account.
+/// The account's routes: authenticated (and rate-limited), free, no dataset read.
+pub fn routes(state: &Shared) -> Router<Shared> {
+    Router::new()
+        .route("/api/v1/account", get(account).fallback(server::not_allowed("GET")))
+        .route("/api/v1/account/usage", get(usage).fallback(server::not_allowed("GET")))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(state), server::authenticate))
+        .route_layer(middleware::from_fn_with_state("GET", server::only_method))
+}
+
 pub async fn account(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,

@@ -13,6 +13,10 @@ pub enum ApiError {
     Unauthenticated,
     InsufficientCredits,
     CompanyNotFound,
+    /// No such watchlist of the caller's (another user's is not theirs to know of).
+    WatchlistNotFound,
+    /// No such delivery of that list.
+    DeliveryNotFound,
     NotFound,
     MethodNotAllowed,
     /// The body did not arrive within the body timeout (the connection is then closed).
@@ -41,6 +45,8 @@ impl ApiError {
             ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),
             ApiError::InsufficientCredits => (StatusCode::PAYMENT_REQUIRED, "Insufficient credits."),
             ApiError::CompanyNotFound => (StatusCode::NOT_FOUND, "Company not found."),
+            ApiError::WatchlistNotFound => (StatusCode::NOT_FOUND, "Watchlist not found."),
+            ApiError::DeliveryNotFound => (StatusCode::NOT_FOUND, "Delivery not found."),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "Not found."),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
             ApiError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "Request timeout."),

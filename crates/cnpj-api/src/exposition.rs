@@ -48,6 +48,11 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         "Requests refused for their caller: unauthenticated (401), insufficient_credits (402), rate_limited (429)."
     );
     describe_counter!("cnpj_credits_charged_total", "Credits charged, by the endpoint that charged them.");
+    describe_counter!(
+        "cnpj_webhook_deliveries_total",
+        "Webhook delivery attempts, by outcome: delivered, rejected (not 2xx), unreachable, refused (the address), \
+         failed, waiting_credits, error."
+    );
     describe_counter!("cnpj_searches_total", "Searches answered, by the search index or by SQL.");
     describe_counter!("cnpj_searches_over_budget_total", "Searches by SQL stopped at their budget (answered 400).");
     describe_counter!("cnpj_batch_cache_lookups_total", "Batch entries looked up in the batch cache: hit or miss.");

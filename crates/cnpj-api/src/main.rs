@@ -1,9 +1,10 @@
 //! `cnpj-api`: serves a registry dataset read-only over HTTP (search, detail, batch, changes,
-//! reference data, cities; and the same as MCP tools for agents, `/mcp`; the account as JSON; the
-//! pages for people, `cnpj-pages`), and the operator's account commands. Exit codes: 0 success;
-//! 1 failure; 2 invalid arguments.
+//! reference data, cities; users' watchlists and their events; and the same as MCP tools for
+//! agents, `/mcp`; the account as JSON; the pages for people, `cnpj-pages`), and the operator's
+//! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
 
 mod account;
+mod deliveries;
 mod docs;
 mod error;
 mod exposition;
@@ -14,6 +15,8 @@ mod params;
 mod serve;
 mod server;
 mod usage;
+mod watching;
+mod watchlists;
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -65,8 +68,9 @@ enum LogFormat {
 enum Command {
     /// Serve a dataset. SIGHUP re-opens it (swap without restart); a Postgres dataset is also
     /// reloaded when a new publication is swapped in; SIGTERM (or Ctrl-C) stops accepting, lets the
-    /// requests in flight finish (30 s at most), flushes the accounts store and exits 0. Prints
-    /// the URL it serves on, then the metrics URL (with --metrics-listen).
+    /// requests in flight finish (30 s at most), flushes the accounts store and exits 0. Once a
+    /// dataset is served, sends each watchlist's webhook its month. Prints the URL it serves on,
+    /// then the metrics URL (with --metrics-listen).
     Serve(Box<ServeArgs>),
     /// Manage users, tokens and credits.
     Accounts {
@@ -155,6 +159,20 @@ struct ServeArgs {
     /// Connections open at once; beyond it, new ones wait in the listen backlog.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// The most CNPJs a user may watch, over all their watchlists.
+    #[arg(long, default_value_t = 10_000)]
+    max_watched: u64,
+    /// Accept `http` webhook URLs (by default `https` only).
+    #[arg(long)]
+    allow_http_webhooks: bool,
+    /// Deliver webhooks to private, loopback and other non-public addresses too (by default
+    /// refused, as are names that resolve to them).
+    #[arg(long)]
+    allow_private_webhooks: bool,
+    /// Seconds between two looks for webhook deliveries to make (a new dataset served) and to
+    /// send (due ones).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    webhook_interval: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -324,7 +342,10 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
         _ => None,
     };
     let pages = cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail };
-    let state = Arc::new(server::AppState::new(store, accounts, limiter, prices));
+    let webhooks =
+        cnpj_webhooks::Policy { allow_http: args.allow_http_webhooks, allow_private: args.allow_private_webhooks };
+    let watching = watching::Settings::new(args.max_watched, webhooks);
+    let state = Arc::new(server::AppState::new(store, accounts, limiter, prices).with_watchlists(watching));
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
         idle_timeout: Duration::from_secs(args.idle_timeout),
@@ -351,10 +372,12 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
         if matches!(source, Source::Postgres { .. }) {
             server::watch_publications(Arc::clone(&state), Duration::from_secs(reload_check));
         }
+        deliveries::spawn(Arc::clone(&state), Duration::from_secs(args.webhook_interval));
         let tools = mcp::service(Arc::clone(&state));
         server::flush_usage_periodically(Arc::clone(&state));
         let pages = cnpj_pages::router(Arc::clone(state.accounts()), pages);
-        let router = server::router(Arc::clone(&state), body_timeout, tools, pages);
+        let routes = account::routes(&state).merge(watchlists::routes(&state)).merge(deliveries::routes(&state));
+        let router = server::router(Arc::clone(&state), body_timeout, tools, routes, pages);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));
         match metrics {
             Some((listener, handle)) => {

@@ -1,7 +1,8 @@
 //! The MCP endpoint, `/mcp`: the Model Context Protocol's streamable HTTP transport (the `rmcp`
 //! SDK), stateless and answering JSON, so that any replica answers any call. One tool per read
-//! endpoint of the REST API: a tool's arguments are read as that endpoint's query string (and a
-//! batch's body) and handed to the very function its route calls, for the same validation,
+//! endpoint of the REST API (a watchlist's events among them): a tool's arguments are read as
+//! that endpoint's query string (and a batch's body, a watchlist's id) and handed to the very
+//! function its route calls, for the same validation,
 //! prices, locales and errors. The HTTP request was authenticated and counted by the rate limit
 //! before it got here (the route's layers); its user rides in the request's extensions.
 
@@ -53,17 +54,19 @@ enum Endpoint {
     Batch,
     History,
     Changes,
+    WatchlistEvents,
     ReferenceData,
     Cities,
 }
 
 impl Endpoint {
-    const ALL: [Endpoint; 7] = [
+    const ALL: [Endpoint; 8] = [
         Endpoint::Search,
         Endpoint::Detail,
         Endpoint::Batch,
         Endpoint::History,
         Endpoint::Changes,
+        Endpoint::WatchlistEvents,
         Endpoint::ReferenceData,
         Endpoint::Cities,
     ];
@@ -75,6 +78,7 @@ impl Endpoint {
             Endpoint::Batch => "get_companies",
             Endpoint::History => "company_history",
             Endpoint::Changes => "list_changes",
+            Endpoint::WatchlistEvents => "watchlist_events",
             Endpoint::ReferenceData => "reference_data",
             Endpoint::Cities => "list_cities",
         }
@@ -103,6 +107,10 @@ impl Endpoint {
                 "Changes between consecutive monthly datasets (companies opened, closed, moved, renamed, partners \
                  entering or leaving…), filtered and paged like the search. Costs 1 credit when the page has items."
             }
+            Endpoint::WatchlistEvents => {
+                "The changes of the CNPJs on one of your watchlists (its events, a month or since one), ordered and \
+                 paged like list_changes. Costs 1 credit when the page has items."
+            }
             Endpoint::ReferenceData => {
                 "The codes and labels the filters and records use (registration statuses, company sizes, legal \
                  natures, activities, states…), in the locale asked. Free."
@@ -124,6 +132,7 @@ impl Endpoint {
             Endpoint::Detail | Endpoint::History => schema_for_input::<CnpjArgs>(),
             Endpoint::Batch => schema_for_input::<BatchArgs>(),
             Endpoint::Changes => schema_for_input::<ChangesArgs>(),
+            Endpoint::WatchlistEvents => schema_for_input::<WatchlistEventsArgs>(),
             Endpoint::ReferenceData => schema_for_input::<LocaleArgs>(),
             Endpoint::Cities => schema_for_input::<CitiesArgs>(),
         };
@@ -168,6 +177,10 @@ impl Endpoint {
                 server::history(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
             }
             Endpoint::Changes => server::changes(state, caller, store, &query(args, &[])?).await,
+            Endpoint::WatchlistEvents => {
+                let id = required(args, "watchlist_id")?;
+                crate::watchlists::events_of(state, caller, store, &id, &query(args, &["watchlist_id"])?).await
+            }
             Endpoint::ReferenceData => server::reference_data(&store, &query(args, &[])?),
             Endpoint::Cities => server::cities(&store, &query(args, &[])?),
         }
@@ -236,7 +249,7 @@ fn summary(endpoint: Endpoint, body: &Value) -> String {
     let count = data.as_array().map_or(0, Vec::len);
     match endpoint {
         Endpoint::Search => page("companies", body),
-        Endpoint::Changes => page("changes", body),
+        Endpoint::Changes | Endpoint::WatchlistEvents => page("changes", body),
         Endpoint::Cities => page("cities", &body["pagination"]),
         Endpoint::Detail => format!(
             "{} {}: {}.",
@@ -407,6 +420,25 @@ struct ChangesArgs {
     /// 14 characters (that establishment's events and its company's) or 8 (every event of the
     /// company).
     cnpj: Option<String>,
+    /// Page number, from 1.
+    #[schemars(range(min = 1, max = 4_294_967_295u64))]
+    page: Option<u64>,
+    /// Results per page, 1 to 50 (20 when not given).
+    #[schemars(range(min = 1, max = 50))]
+    per_page: Option<u64>,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct WatchlistEventsArgs {
+    /// The id of one of your watchlists.
+    #[schemars(range(min = 1))]
+    watchlist_id: u64,
+    /// One month, YYYY-MM: its changes against the month before.
+    month: Option<String>,
+    /// This month (YYYY-MM) and every later one.
+    since: Option<String>,
     /// Page number, from 1.
     #[schemars(range(min = 1, max = 4_294_967_295u64))]
     page: Option<u64>,

@@ -261,7 +261,25 @@ pub fn change_filters(params: &Params) -> Result<ChangeFilters, ApiError> {
         city_id: code(params, "city_id", Code::CITY_ID)?,
         business_sector: code(params, "business_sector", Code::BUSINESS_SECTOR)?,
         cnpj: cnpj(params)?,
+        watched: None,
     })
+}
+
+/// A watchlist's id in a path: a positive integer (`None`: no such list).
+pub fn watchlist_id(raw: &str) -> Option<i64> {
+    let digits = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| raw.parse::<i64>().ok()).flatten().filter(|id| *id > 0)
+}
+
+/// The filters of a watchlist's events (`month`, `since`); the list gives the rest.
+pub fn watchlist_event_filters(params: &Params) -> Result<ChangeFilters, ApiError> {
+    Ok(ChangeFilters { month: month(params, "month")?, since: month(params, "since")?, ..Default::default() })
+}
+
+/// `(page, per_page)` of a watchlist's entries: page 1-`MAX_PAGE` (default 1), per_page 1-1,000
+/// (default 100).
+pub fn entries_pagination(params: &Params) -> Result<(u64, u64), ApiError> {
+    Ok((integer(params, "page", 1, 1..=MAX_PAGE)?, integer(params, "per_page", 100, 1..=1000)?))
 }
 
 /// The `state` filter of the city list (two letters, upper-cased).

@@ -22,7 +22,6 @@ use cnpj_model::{BatchRecord, CnpjQuery, Locale};
 use cnpj_store::{Store, StoreError};
 use serde_json::{Value, json};
 
-use crate::account::{self, RateInfo};
 use crate::docs;
 use crate::error::ApiError;
 use crate::limits::{BatchCache, RateLimiter};
@@ -55,11 +54,12 @@ pub struct Served {
 
 pub struct AppState {
     served: RwLock<Served>,
-    accounts: Arc<Accounts>,
+    pub(crate) accounts: Arc<Accounts>,
     limiter: RateLimiter,
     cache: BatchCache,
-    prices: Prices,
+    pub(crate) prices: Prices,
     usage: UsageCounter,
+    pub(crate) watchlists: crate::watching::Settings,
 }
 
 impl AppState {
@@ -71,6 +71,7 @@ impl AppState {
             cache: BatchCache::new(Duration::from_secs(6 * 3600)),
             prices,
             usage: UsageCounter::default(),
+            watchlists: crate::watching::Settings::default(),
         }
     }
 
@@ -83,6 +84,13 @@ impl AppState {
         if let Err(e) = timed("record_usage", || self.usage.flush(&self.accounts)) {
             tracing::warn!(error = %e, "writing the usage counts failed; kept for the next try");
         }
+    }
+
+    /// The watchlists' settings (the default cap of watched CNPJs per user, which webhook
+    /// URLs are allowed).
+    pub fn with_watchlists(mut self, settings: crate::watching::Settings) -> AppState {
+        self.watchlists = settings;
+        self
     }
 
     /// The dataset being served; a request keeps the one it started with (`with_dataset`).
@@ -114,7 +122,7 @@ impl AppState {
 /// The authenticated user of a request, and the credits charged to them by it.
 #[derive(Clone)]
 pub struct Caller {
-    user: User,
+    pub(crate) user: User,
     charged: Arc<AtomicI64>,
 }
 
@@ -125,7 +133,7 @@ impl Caller {
 }
 
 /// Runs `f`, a call of the accounts store, timed in `cnpj_accounts_duration_seconds`.
-fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
+pub(crate) fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
     let started = Instant::now();
     let result = f();
     metrics::histogram!("cnpj_accounts_duration_seconds", "operation" => operation).record(started.elapsed());
@@ -134,7 +142,7 @@ fn timed<T>(operation: &'static str, f: impl FnOnce() -> T) -> T {
 
 pub type Shared = Arc<AppState>;
 
-pub async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
@@ -148,11 +156,12 @@ pub const MAX_URI: usize = 8 * 1024;
 /// The month of the dataset that answered, on every response of a route that reads it.
 const DATASET_MONTH: HeaderName = HeaderName::from_static("x-dataset-month");
 
-/// Every route. Each answers one method: any other, HEAD included, is a 405 with `Allow`, before
+/// Every route. Each answers its methods: any other, HEAD included, is a 405 with `Allow`, before
 /// authentication (so it is neither charged nor counted by the rate limit). `mcp` answers `/mcp`
-/// (the MCP endpoint, whose tools call the functions below); `pages` the pages for people
-/// (`cnpj-pages`, which answer their own methods).
-pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M, pages: Router) -> Router
+/// (the MCP endpoint, whose tools call the functions below); `routes` are the other modules'
+/// (the account, watchlists, their deliveries), each behind its own methods and authentication;
+/// `pages` the pages for people (`cnpj-pages`, which answer their own methods).
+pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M, routes: Router<Shared>, pages: Router) -> Router
 where
     M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
     M::Response: IntoResponse,
@@ -175,12 +184,6 @@ where
         .route("/docs", get(docs::page).fallback(not_allowed("GET")))
         .route("/docs/{file}", get(docs::asset).fallback(not_allowed("GET")))
         .route_layer(middleware::from_fn_with_state("GET", only_method));
-    // The account itself: authenticated, free, no dataset read.
-    let account = Router::new()
-        .route("/api/v1/account", get(account::account).fallback(not_allowed("GET")))
-        .route("/api/v1/account/usage", get(account::usage).fallback(not_allowed("GET")))
-        .route_layer(authenticate())
-        .route_layer(middleware::from_fn_with_state("GET", only_method));
     let posts = Router::new()
         .route("/api/v1/companies/batch", post(batch_route).fallback(not_allowed("POST")))
         .route_layer(authenticate())
@@ -194,8 +197,8 @@ where
         .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
         .merge(gets)
-        .merge(account)
         .merge(posts)
+        .merge(routes)
         .merge(mcp)
         .with_state(state)
         .merge(pages)
@@ -207,7 +210,7 @@ where
         .layer(middleware::from_fn(observe::observe))
 }
 
-/// A 405 naming the route's one method in `Allow`.
+/// A 405 naming the route's methods in `Allow`.
 fn method_not_allowed(allowed: &'static str) -> Response {
     let mut response = ApiError::MethodNotAllowed.into_response();
     response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allowed));
@@ -217,14 +220,15 @@ fn method_not_allowed(allowed: &'static str) -> Response {
 /// The fallback of a route for the methods it does not answer (axum's would say `GET,HEAD`; a
 /// route's own fallback is also kept by `method_not_allowed_fallback`, and so stays behind
 /// `only_method`).
-fn not_allowed(allowed: &'static str) -> impl Fn() -> std::future::Ready<Response> + Clone {
+pub(crate) fn not_allowed(allowed: &'static str) -> impl Fn() -> std::future::Ready<Response> + Clone {
     move || std::future::ready(method_not_allowed(allowed))
 }
 
 /// The route layer that answers a wrong method before authentication (HEAD on a GET route included,
-/// which axum would give to the GET handler, charging it).
-async fn only_method(State(allowed): State<&'static str>, request: Request, next: Next) -> Response {
-    if request.method().as_str() == allowed {
+/// which axum would give to the GET handler, charging it); `allowed` is one method or several
+/// (`GET, POST`).
+pub(crate) async fn only_method(State(allowed): State<&'static str>, request: Request, next: Next) -> Response {
+    if allowed.split(", ").any(|method| method == request.method().as_str()) {
         return next.run(request).await;
     }
     method_not_allowed(allowed)
@@ -266,7 +270,7 @@ fn bearer_token(request: &Request) -> Option<String> {
 
 /// Gives a data route the dataset served when the request arrived (kept to its end, across a
 /// swap), and puts its month on the response.
-async fn with_dataset(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn with_dataset(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
     let served = state.served();
     let month = HeaderValue::from_str(served.store.source_month()).ok().filter(|m| !m.is_empty());
     request.extensions_mut().insert(served);
@@ -277,10 +281,17 @@ async fn with_dataset(State(state): State<Shared>, mut request: Request, next: N
     response
 }
 
+/// The rate limit as counted for this request, put on it by authentication.
+#[derive(Clone, Copy, Debug)]
+pub struct RateInfo {
+    pub per_minute: u32,
+    pub remaining: u32,
+}
+
 /// Bearer token → user; then the rate limit of their plan; the limit headers go on every
 /// authenticated response, the user and the credits charged on its extensions (`Usage`, for the
 /// log), and the request is counted (`UsageCounter`, in memory).
-async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
     let token = bearer_token(&request);
     let Some(token) = token else { return ApiError::Unauthenticated.into_response() };
     let accounts = Arc::clone(&state.accounts);
@@ -326,7 +337,7 @@ async fn authenticate(State(state): State<Shared>, mut request: Request, next: N
 
 /// Debits `amount`; `Err(402)` when the balance cannot cover it (nothing is debited). Counted in
 /// `cnpj_credits_charged_total` by what was charged.
-async fn charge(state: &Shared, caller: &Caller, amount: i64, what: &'static str) -> Result<i64, ApiError> {
+pub(crate) async fn charge(state: &Shared, caller: &Caller, amount: i64, what: &'static str) -> Result<i64, ApiError> {
     let accounts = Arc::clone(&state.accounts);
     let id = caller.user.id;
     let remaining = blocking(move || {
@@ -509,14 +520,27 @@ pub async fn history(
     Ok(json!({"success": true, "data": items}))
 }
 
-/// GET /api/v1/changes: the envelope and pagination of search, priced like it.
+/// GET /api/v1/changes: the envelope and pagination of search, priced like search.
 pub async fn changes(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
+    let filters = params::change_filters(params)?;
+    changes_page(state, caller, store, params, filters, "changes").await
+}
+
+/// A page of the changes `filters` match (`/changes`, and a watchlist's events): the envelope
+/// and pagination of search, priced like search (charged as `what`).
+pub(crate) async fn changes_page(
+    state: &Shared,
+    caller: &Caller,
+    store: Arc<Store>,
+    params: &Params,
+    filters: cnpj_store::ChangeFilters,
+    what: &'static str,
+) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let (page, per_page) = params::pagination(params)?;
-    let filters = params::change_filters(params)?;
     let (total, items) = blocking(move || Ok(store.changes(&filters, page, per_page, locale)?)).await?;
     if !items.is_empty() {
-        charge(state, caller, state.prices.search, "changes").await?;
+        charge(state, caller, state.prices.search, what).await?;
     }
     let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
     body.extend(pagination(total, page, per_page, items.len()));
@@ -525,7 +549,7 @@ pub async fn changes(state: &Shared, caller: &Caller, store: Arc<Store>, params:
 }
 
 /// A page's pagination fields (an empty page has `from` = `to` = 0).
-fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json::Map<String, Value> {
+pub(crate) fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> serde_json::Map<String, Value> {
     let from = if items == 0 { 0 } else { (page - 1) * per_page + 1 };
     let to = if items == 0 { 0 } else { from + items as u64 - 1 };
     let fields = json!({

@@ -65,6 +65,21 @@ fn key(basico: &str) -> Option<u64> {
     })
 }
 
+/// The base of a key (the inverse of [`key`]).
+fn basico(key: u64) -> String {
+    if key < 100_000_000 {
+        return format!("{key:08}");
+    }
+    let mut rest = key - 100_000_000;
+    let mut out = [b'0'; 8];
+    for slot in out.iter_mut().rev() {
+        let digit = (rest % 36) as u8;
+        *slot = if digit < 10 { b'0' + digit } else { b'A' + digit - 10 };
+        rest /= 36;
+    }
+    String::from_utf8(out.to_vec()).expect("ASCII")
+}
+
 impl Companies {
     /// Adds a company; false when its base is not 8 characters of `[0-9A-Z]` (none is: the
     /// normalizer rejects such a CNPJ).
@@ -77,6 +92,21 @@ impl Companies {
 
     pub fn contains(&self, basico: &str) -> bool {
         key(basico).is_some_and(|k| self.0.contains(k))
+    }
+
+    /// The companies in both sets.
+    pub fn intersection(&self, other: &Companies) -> Companies {
+        Companies(&self.0 & &other.0)
+    }
+
+    /// Adds the companies of `other`.
+    pub fn union_with(&mut self, other: &Companies) {
+        self.0 |= &other.0;
+    }
+
+    /// The bases (`cnpj_basico`), numeric ones first, each in ascending order.
+    pub fn bases(&self) -> impl Iterator<Item = String> + '_ {
+        self.0.iter().map(basico)
     }
 
     pub fn len(&self) -> u64 {
@@ -105,6 +135,9 @@ mod tests {
 
     fn check(basico: &str, expected: Option<u64>) {
         assert_eq!(key(basico), expected, "{basico}");
+        if let Some(k) = expected {
+            assert_eq!(super::basico(k), basico, "the base of {k}");
+        }
     }
 
     #[test]
@@ -134,5 +167,19 @@ mod tests {
         assert!(!read.contains("11222334") && !read.contains("12ABC346") && !read.contains("bad"));
         assert!(Companies::from_bytes(&companies.to_bytes()[..10]).is_err(), "a cut blob is an error");
         assert!(Companies::from_bytes(&Companies::default().to_bytes()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn sets_intersect_and_list_their_bases() {
+        let set = |bases: &[&str]| {
+            let mut companies = Companies::default();
+            bases.iter().for_each(|b| assert!(companies.insert(b)));
+            companies
+        };
+        let mut a = set(&["11222333", "12ABC345", "00000001"]);
+        let both = a.intersection(&set(&["12ABC345", "00000001", "99999999"]));
+        assert_eq!(both.bases().collect::<Vec<_>>(), ["00000001", "12ABC345"]);
+        a.union_with(&set(&["99999999"]));
+        assert_eq!(a.bases().collect::<Vec<_>>(), ["00000001", "11222333", "99999999", "12ABC345"]);
     }
 }

@@ -16,6 +16,10 @@
 //! the page's row ids, Postgres reads the first 1,000 matches first (a page among them needs no
 //! other query, and fewer matches than that are the total).
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use cnpj_index::Companies;
 use cnpj_model::{CnpjQuery, Locale};
 use serde::Serialize;
 use serde_json::Value;
@@ -71,12 +75,83 @@ pub struct ChangeFilters {
     pub business_sector: Option<String>,
     /// 14 characters: that establishment's events and its company's; 8: the company's, all.
     pub cnpj: Option<CnpjQuery>,
+    /// A watchlist's entries: the events of any of them, by the rule of `cnpj`.
+    pub watched: Option<Arc<Watched>>,
+}
+
+/// The CNPJs a watchlist follows, by their normalized keys: 8 characters follow every event of
+/// the company, 14 that establishment's events and its company's.
+#[derive(Clone, Debug, Default)]
+pub struct Watched {
+    companies: BTreeSet<String>,
+    establishments: BTreeSet<String>,
+    /// The companies of both, as keys (matched against each month's companies).
+    bases: Companies,
+}
+
+impl PartialEq for Watched {
+    fn eq(&self, other: &Watched) -> bool {
+        (&self.companies, &self.establishments) == (&other.companies, &other.establishments)
+    }
+}
+
+impl Eq for Watched {}
+
+impl Watched {
+    /// The set of normalized keys (a key of another length, or not of `[0-9A-Z]`, follows nothing).
+    pub fn new<'a>(keys: impl IntoIterator<Item = &'a str>) -> Watched {
+        let mut watched = Watched::default();
+        for key in keys {
+            let set = match key.len() {
+                8 => &mut watched.companies,
+                14 => &mut watched.establishments,
+                _ => continue,
+            };
+            if key.get(..8).is_some_and(|basico| watched.bases.insert(basico)) {
+                set.insert(key.to_owned());
+            }
+        }
+        watched
+    }
+
+    /// How many keys it follows.
+    pub fn len(&self) -> usize {
+        self.companies.len() + self.establishments.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The clause (with `$` for each of `values`) of the changes of these companies (`bases`,
+    /// all or some of the watched ones) that the watchlist follows: every event of a watched
+    /// company, a watched establishment's events and its company's.
+    fn clause(&self, bases: &[String]) -> (String, Vec<String>) {
+        let list = |items: &mut dyn Iterator<Item = &String>| items.map(String::as_str).collect::<Vec<_>>().join(",");
+        let set = "(SELECT unnest(string_to_array($, ',')))";
+        let mut clause = format!("cnpj_basico IN {set}");
+        let mut values = vec![list(&mut bases.iter())];
+        let mut either = Vec::new();
+        if !self.companies.is_empty() && !self.establishments.is_empty() {
+            either.push(format!("cnpj_basico IN {set}"));
+            values.push(list(&mut self.companies.iter()));
+        }
+        if !self.establishments.is_empty() {
+            either.push(format!("cnpj IN {set}"));
+            values.push(list(&mut self.establishments.iter()));
+            either.push(format!("field IN ({COMPANY_FIELDS})"));
+            clause.push_str(&format!(" AND ({})", either.join(" OR ")));
+        }
+        (clause, values)
+    }
 }
 
 impl ChangeFilters {
     /// The WHERE clause (empty, or ` WHERE …` with `$n` placeholders) and its parameters;
-    /// `months`, when given, narrows the scan to those months (a company's, from `change_companies`).
-    pub(crate) fn sql(&self, months: Option<&[String]>) -> (String, Vec<String>) {
+    /// `narrowed`, when given, narrows the scan to months (a company's, or a watchlist's, from
+    /// `change_companies`) and a watchlist's companies to those that changed in them.
+    pub(crate) fn sql(&self, narrowed: Option<&Narrowed>) -> (String, Vec<String>) {
+        let months = narrowed.map(|n| n.months.as_slice());
         let mut clauses = Vec::new();
         let mut params: Vec<String> = Vec::new();
         // `clause` with each `$` standing for the next parameter.
@@ -120,6 +195,18 @@ impl ChangeFilters {
             ),
             Some(q @ CnpjQuery::Basico(_)) => add("cnpj_basico = $", vec![q.basico().to_owned()]),
             None => {}
+        }
+        if let Some(watched) = &self.watched {
+            let all: Vec<String>;
+            let bases = match narrowed.and_then(|n| n.bases.as_deref()) {
+                Some(bases) => bases,
+                None => {
+                    all = watched.bases.bases().collect();
+                    &all
+                }
+            };
+            let (clause, values) = watched.clause(bases);
+            add(&clause, values);
         }
         let clause = if clauses.is_empty() { String::new() } else { format!(" WHERE {}", clauses.join(" AND ")) };
         (clause, params)
@@ -227,6 +314,20 @@ impl ChangeTables {
     }
 }
 
+/// What `change_companies` narrows a scan to: the months with changes of the company asked
+/// for or of the watchlist's companies, and of those the watched ones that changed in them.
+#[derive(Debug, Default)]
+pub(crate) struct Narrowed {
+    months: Vec<String>,
+    bases: Option<Vec<String>>,
+}
+
+impl Narrowed {
+    fn is_empty(&self) -> bool {
+        self.months.is_empty() || self.bases.as_ref().is_some_and(Vec::is_empty)
+    }
+}
+
 /// Matches Postgres reads before it counts the total (see the module docs).
 const FIRST_ROWS: u64 = 1000;
 
@@ -250,11 +351,11 @@ impl Store {
         per_page: u64,
         locale: Locale,
     ) -> Result<(u64, Vec<Change>), StoreError> {
-        let months = self.company_months(filters);
-        let Some(table) = self.tables.table.filter(|_| months.as_ref().is_none_or(|m| !m.is_empty())) else {
+        let narrowed = self.narrowed(filters);
+        let Some(table) = self.tables.table.filter(|_| narrowed.as_ref().is_none_or(|n| !n.is_empty())) else {
             return Ok((0, Vec::new()));
         };
-        let (clause, params) = filters.sql(months.as_deref());
+        let (clause, params) = filters.sql(narrowed.as_ref());
         let offset = page.saturating_sub(1).saturating_mul(per_page);
         let tallied = self.tallied(table, filters)?;
         let (total, rows) = match (self.backend.dialect(), tallied) {
@@ -356,17 +457,45 @@ impl Store {
         Ok(count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0))
     }
 
-    /// With a CNPJ filter on a DuckDB file: the months of its company's changes, from each
-    /// month's companies (see cnpj-index's `history.rs`); `None` otherwise.
-    fn company_months(&self, filters: &ChangeFilters) -> Option<Vec<String>> {
-        let (query, companies) = (filters.cnpj.as_ref()?, self.tables.companies.as_ref()?);
-        Some(companies.iter().filter(|(_, set)| set.contains(query.basico())).map(|(m, _)| m.clone()).collect())
+    /// With a CNPJ or a watchlist filter on a DuckDB file: the months with changes of its
+    /// companies (of the months the filters ask for), from each month's companies (see
+    /// cnpj-index's `history.rs`), and a watchlist's companies that changed in them; `None`
+    /// otherwise.
+    fn narrowed(&self, filters: &ChangeFilters) -> Option<Narrowed> {
+        let companies = self.tables.companies.as_ref()?;
+        if filters.cnpj.is_none() && filters.watched.is_none() {
+            return None;
+        }
+        let asked = |month: &String| {
+            filters.month.as_ref().is_none_or(|m| m == month) && filters.since.as_ref().is_none_or(|m| month >= m)
+        };
+        let mut narrowed = Narrowed { months: Vec::new(), bases: None };
+        let mut changed = Companies::default();
+        for (month, set) in companies.iter().filter(|(month, _)| asked(month)) {
+            if filters.cnpj.is_some_and(|q| !set.contains(q.basico())) {
+                continue;
+            }
+            if let Some(watched) = &filters.watched {
+                let both = set.intersection(&watched.bases);
+                if both.is_empty() {
+                    continue;
+                }
+                changed.union_with(&both);
+            }
+            narrowed.months.push(month.clone());
+        }
+        narrowed.bases = filters.watched.as_ref().map(|_| changed.bases().collect());
+        Some(narrowed)
     }
 
     /// The total of `filters` from the tally, when they filter on month, since, event and state
     /// alone.
     fn tallied(&self, table: &str, filters: &ChangeFilters) -> Result<Option<u64>, StoreError> {
-        if filters.city_id.is_some() || filters.business_sector.is_some() || filters.cnpj.is_some() {
+        if filters.city_id.is_some()
+            || filters.business_sector.is_some()
+            || filters.cnpj.is_some()
+            || filters.watched.is_some()
+        {
             return Ok(None);
         }
         let tally = match self.tally.get() {
@@ -402,11 +531,11 @@ impl Store {
     /// record now.
     pub fn history(&self, query: &CnpjQuery, locale: Locale) -> Result<Option<Vec<Change>>, StoreError> {
         let filters = ChangeFilters { cnpj: Some(*query), ..Default::default() };
-        let months = self.company_months(&filters);
-        let rows = match self.tables.table.filter(|_| months.as_ref().is_none_or(|m| !m.is_empty())) {
+        let narrowed = self.narrowed(&filters);
+        let rows = match self.tables.table.filter(|_| narrowed.as_ref().is_none_or(|n| !n.is_empty())) {
             None => Vec::new(),
             Some(table) => {
-                let (clause, params) = filters.sql(months.as_deref());
+                let (clause, params) = filters.sql(narrowed.as_ref());
                 let sql = format!("SELECT {COLUMNS} FROM {table}{clause} ORDER BY month DESC, {ORDER_AFTER_MONTH}");
                 self.backend.rows("history", &sql, &params)?
             }
@@ -487,7 +616,7 @@ mod tests {
     #[test]
     fn a_company_s_months_narrow_the_scan() {
         let filters = ChangeFilters { cnpj: Some(CnpjQuery::parse("11222333").unwrap()), ..Default::default() };
-        let months = ["2026-09".to_owned(), "2026-11".to_owned()];
+        let months = Narrowed { months: vec!["2026-09".to_owned(), "2026-11".to_owned()], bases: None };
         let (clause, params) = filters.sql(Some(&months));
         assert_eq!(clause, " WHERE month IN ($1, $2) AND cnpj_basico = $3");
         assert_eq!(params, ["2026-09", "2026-11", "11222333"]);
@@ -507,6 +636,32 @@ mod tests {
             ChangeFilters { cnpj: Some(CnpjQuery::parse("11222333").unwrap()), ..Default::default() },
             (" WHERE cnpj_basico = $1", &["11222333"]),
         );
+    }
+
+    #[test]
+    fn a_watchlist_follows_companies_and_establishments() {
+        let watched = |keys: &[&str]| Some(Arc::new(Watched::new(keys.iter().copied())));
+        let companies = ChangeFilters { watched: watched(&["22333444", "11222333", "bad"]), ..Default::default() };
+        check(companies, (" WHERE cnpj_basico IN (SELECT unnest(string_to_array($1, ',')))", &["11222333,22333444"]));
+        let both = ChangeFilters {
+            month: Some("2026-10".into()),
+            watched: watched(&["11222333000181", "22333444", "11222333000262"]),
+            ..Default::default()
+        };
+        let (clause, params) = both.sql(None);
+        assert_eq!(params, ["2026-10", "11222333,22333444", "22333444", "11222333000181,11222333000262"]);
+        assert!(
+            clause.starts_with(
+                " WHERE month = $1 AND cnpj_basico IN (SELECT unnest(string_to_array($2, ','))) AND \
+                 (cnpj_basico IN (SELECT unnest(string_to_array($3, ','))) OR cnpj IN (SELECT \
+                 unnest(string_to_array($4, ','))) OR field IN ('razao_social'"
+            ),
+            "{clause}"
+        );
+        // Narrowed to the companies that changed in the months scanned.
+        let narrowed = Narrowed { months: vec!["2026-10".into()], bases: Some(vec!["22333444".into()]) };
+        let (_, params) = both.sql(Some(&narrowed));
+        assert_eq!(params[..3], ["2026-10", "2026-10", "22333444"]);
     }
 
     #[test]

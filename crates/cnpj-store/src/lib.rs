@@ -22,7 +22,7 @@ use cnpj_model::{
 
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
-pub use changes::{Change, ChangeFilters, EVENTS};
+pub use changes::{Change, ChangeFilters, EVENTS, Watched};
 use cnpj_index::{Lookup, LookupTable, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, history_path, lookup_path, search_index_path};
 pub use export::{

@@ -22,7 +22,7 @@ pub(super) fn build_month(input: &Path, db: &Path, previous: Option<&Path>) {
 
 /// The three months in `dir`: `2026-09.duckdb`, `2026-10.duckdb` and `2026-11.duckdb` (the
 /// sample dump's zips in a folder named `2026-11`), each built over the one before.
-fn three_months(dir: &Path) -> [PathBuf; 3] {
+pub(super) fn three_months(dir: &Path) -> [PathBuf; 3] {
     let months = ["2026-09", "2026-10", "2026-11"].map(|m| dir.join(format!("{m}.duckdb")));
     let again = dir.join("2026-11");
     std::fs::create_dir(&again).unwrap();
@@ -448,6 +448,52 @@ fn oracle(all: &[Row], filters: &cnpj_store::ChangeFilters) -> Vec<Row> {
         .collect()
 }
 
+/// Watchlists' filters and the rows they must match: companies whole, establishments with their
+/// company's events, narrowed to the companies that changed in the months scanned (some of the
+/// list changed in none).
+fn watchlist_cases(all: &[Row]) -> Vec<(cnpj_store::ChangeFilters, Vec<Row>)> {
+    use cnpj_store::ChangeFilters;
+    let month = |m: &str| Some(m.to_owned());
+    let mut cases = Vec::new();
+    let cnpjs: Vec<&str> = all.iter().filter_map(|r| r[1].as_deref()).step_by(7).collect();
+    let keys: Vec<String> = cnpjs
+        .iter()
+        .take(60)
+        .map(|c| c.to_string())
+        .chain(cnpjs.iter().skip(60).map(|c| c[..8].to_owned()))
+        .chain(["99999999".to_owned()])
+        .collect();
+    for (month, since) in [(None, None), (month("2026-03"), None), (None, month("2026-03"))] {
+        let watched = std::sync::Arc::new(cnpj_store::Watched::new(keys.iter().map(String::as_str)));
+        let filters = ChangeFilters { month, since, watched: Some(watched), ..Default::default() };
+        let plain = ChangeFilters { watched: None, ..filters.clone() };
+        let want: Vec<Row> = oracle(all, &plain).into_iter().filter(|r| watches(&keys, r)).collect();
+        cases.push((filters, want));
+    }
+    cases
+}
+
+/// Whether a watchlist of `keys` follows a row (month, cnpj, basico, event, field, …): a
+/// company's every event, an establishment's and its company's.
+fn watches(keys: &[String], row: &Row) -> bool {
+    let company_fields = [
+        "razao_social",
+        "natureza_juridica",
+        "capital_social",
+        "porte_empresa",
+        "socios",
+        "opcao_simples",
+        "opcao_mei",
+        "regime_tributario",
+    ];
+    let basico = row[2].clone().unwrap();
+    keys.iter().any(|k| {
+        *k == basico
+            || row[1].as_ref() == Some(k)
+            || (k.len() == 14 && k[..8] == basico && row[4].as_deref().is_some_and(|f| company_fields.contains(&f)))
+    })
+}
+
 /// The store, over DuckDB and over Postgres: every page (walked to the end, 7 and 50 a page) and
 /// the total of each filter are the rows the filter matches, in the served order, past the first
 /// 1,000 matches too, whether the total is tallied or counted.
@@ -502,8 +548,11 @@ fn store_pages_and_totals_are_the_filtered_served_order() {
         ChangeFilters { month: month("2026-04"), ..Default::default() },
     ];
     assert!(oracle(&all, &cases[4]).len() > 1001, "a filter that is counted has more than 1,000 matches");
-    for filters in &cases {
-        let want = oracle(&all, filters);
+    let mut cases: Vec<(ChangeFilters, Vec<Row>)> =
+        cases.into_iter().map(|f| (oracle(&all, &f), f)).map(|(w, f)| (f, w)).collect();
+    cases.extend(watchlist_cases(&all));
+    assert!(cases.last().unwrap().1.len() > 100, "a watchlist with many changes");
+    for (filters, want) in &cases {
         for store in &stores {
             for per_page in [7, 50] {
                 let mut got = Vec::new();
@@ -516,9 +565,9 @@ fn store_pages_and_totals_are_the_filtered_served_order() {
                     assert!(items.len() as u64 <= per_page);
                     got.extend(items.iter().map(item_key));
                 }
-                let first = got.iter().zip(&want).position(|(a, b)| a != b);
+                let first = got.iter().zip(want).position(|(a, b)| a != b);
                 assert!(
-                    got == want,
+                    got == *want,
                     "{filters:?}, {per_page} a page: {} rows, {} expected, first difference at {first:?}: {:?} {:?}",
                     got.len(),
                     want.len(),

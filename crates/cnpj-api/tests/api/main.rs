@@ -6,13 +6,15 @@
 //! page in headless Chromium. Module `mcp`: the MCP endpoint driven by the official Python SDK.
 //! Module `operating`: probes and status, metrics (scraped by a real Prometheus), request ids and
 //! the JSON log, shutdown. Module `people`: the account as JSON, plans, usage counting, the
-//! operator's commands for people and the pages beside the API.
+//! operator's commands for people and the pages beside the API. Module `watchlists`: lists per
+//! user, their events (over evolved synthetic months too).
 
 mod changes;
 mod docs;
 mod mcp;
 mod operating;
 mod people;
+mod watchlists;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

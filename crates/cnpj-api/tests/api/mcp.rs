@@ -60,6 +60,12 @@ fn cases() -> Vec<Case> {
             json!({"month": "2026-10", "event": "moved,renamed", "per_page": 3, "locale": "en"}),
             "/api/v1/changes?month=2026-10&event=moved,renamed&per_page=3&locale=en",
         ),
+        // The agent's list is the first made, the person's the second (the same entries).
+        case(
+            "watchlist_events",
+            json!({"watchlist_id": 1, "month": "2026-10", "per_page": 5}),
+            "/api/v1/watchlists/2/events?month=2026-10&per_page=5",
+        ),
         case("reference_data", json!({"locale": "es"}), "/api/v1/reference-data?locale=es"),
         case("list_cities", json!({"state": "SP", "per_page": 1}), "/api/v1/cities?state=SP&per_page=1"),
         // Refused: the REST errors.
@@ -72,6 +78,7 @@ fn cases() -> Vec<Case> {
             "/api/v1/companies/11222333/history?locale=fr",
         ),
         case("list_changes", json!({"event": "closed"}), "/api/v1/changes?event=closed"),
+        case("watchlist_events", json!({"watchlist_id": 2}), "/api/v1/watchlists/1/events"),
         Case {
             tool: "get_companies",
             arguments: json!({"cnpjs": []}),
@@ -154,6 +161,10 @@ fn tools_answer_as_the_rest_api_does() {
     let person = s.user("person", 1000);
     let revoked = api(&s.accounts, &["accounts", "issue-token", "agent"]);
     api(&s.accounts, &["accounts", "revoke-token", &revoked[..12]]);
+    for token in [&agent, &person] {
+        let list = json!({"name": "suppliers", "cnpjs": ["11222333", "22.333.444/0001-81"]});
+        assert_eq!(post(&s, "/api/v1/watchlists", token, &list).status, 201);
+    }
     let cases = cases();
     let calls: Vec<Value> = cases.iter().map(|c| json!({"tool": c.tool, "arguments": c.arguments})).collect();
     let url = format!("http://{}/mcp", s.addr);
@@ -162,7 +173,7 @@ fn tools_answer_as_the_rest_api_does() {
     assert_eq!(seen["protocol"], "2026-07-28", "the newest version: any JSON value as structured content");
     assert!(seen["legacy_protocol"].as_str() < seen["protocol"].as_str(), "{}", seen["legacy_protocol"]);
     let replies: Vec<Reply> = cases.iter().map(|c| rest(&s, &person, c)).collect();
-    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 10, "the cases answered");
+    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 11, "the cases answered");
     for ((case, seen), reply) in cases.iter().zip(seen["calls"].as_array().unwrap()).zip(&replies) {
         compare(case, seen, reply);
     }
@@ -173,9 +184,11 @@ fn tools_answer_as_the_rest_api_does() {
     let debits = ledger(&s, "agent");
     assert_eq!(debits, ledger(&s, "person"));
     let whats: Vec<&str> = debits.iter().map(|(_, what)| what.as_str()).collect();
-    assert_eq!(whats, ["detail", "detail", "search", "search", "batch", "history", "changes", "detail"]);
-    assert_eq!(s.credits("agent"), (991, 9));
-    assert_eq!(s.credits("person"), (991, 9));
+    let expected =
+        ["detail", "detail", "search", "search", "batch", "history", "changes", "watchlist_events", "detail"];
+    assert_eq!(whats, expected);
+    assert_eq!(s.credits("agent"), (990, 10));
+    assert_eq!(s.credits("person"), (990, 10));
 
     for refused in ["missing", "revoked"] {
         let r = &seen["refused"][refused];

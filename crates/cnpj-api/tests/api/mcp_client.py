@@ -23,6 +23,7 @@ TOOLS = {
     "get_companies": ["cnpjs"],
     "company_history": ["cnpj"],
     "list_changes": [],
+    "watchlist_events": ["watchlist_id"],
     "reference_data": [],
     "list_cities": [],
 }

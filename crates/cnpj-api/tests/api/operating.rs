@@ -142,6 +142,7 @@ fn the_document_names_the_probes_and_the_month_header() {
         ("/api/v1/companies/{cnpj}/history", "get"),
         ("/api/v1/companies/batch", "post"),
         ("/api/v1/changes", "get"),
+        ("/api/v1/watchlists/{id}/events", "get"),
         ("/api/v1/reference-data", "get"),
         ("/api/v1/cities", "get"),
         ("/api/v1/status", "get"),
