@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{AccountsAt, Server, api, error_of, get, post, request, validator};
+use super::{AccountsAt, Reply, Server, api, error_of, get, post, request, validator};
 
 const PLANS: &str = "default = \"free\"\n\n[plans.free]\nmonthly_allowance = 5\nrequests_per_minute = 1000\n\n\
                      [plans.tiny]\nrequests_per_minute = 2\n";
@@ -67,18 +67,25 @@ fn the_account_as_json_the_allowance_first_and_usage_counted_exactly() {
     assert_eq!(error_of(&over), (402, "Insufficient credits."), "5 found, 4 left: nothing charged");
     assert_eq!(s.credits("ana"), (3, 4), "the allowance went first");
 
+    let usage = usage_counted_exactly(&s, &token);
+    replies_match_the_document(&s, &token, &usage);
+    a_plan_has_its_own_rate_limit(&s);
+}
+
+/// 200 requests on 8 threads, then the usage as JSON once written: every request counted.
+fn usage_counted_exactly(s: &Server, token: &str) -> Reply {
     std::thread::scope(|scope| {
         for _ in 0..8 {
             scope.spawn(|| {
                 for _ in 0..25 {
-                    assert_eq!(get(&s, "/api/v1/reference-data", &token).status, 200);
+                    assert_eq!(get(s, "/api/v1/reference-data", token).status, 200);
                 }
             });
         }
     });
     let deadline = Instant::now() + Duration::from_secs(15);
     let usage = loop {
-        let r = get(&s, "/api/v1/account/usage?days=1", &token);
+        let r = get(s, "/api/v1/account/usage?days=1", token);
         assert_eq!(r.status, 200, "{}", r.body);
         let rows = r.body["data"].as_array().unwrap().clone();
         if rows.iter().any(|u| u["endpoint"] == "reference-data") {
@@ -96,20 +103,24 @@ fn the_account_as_json_the_allowance_first_and_usage_counted_exactly() {
     assert_eq!(of("reference-data"), (200, 0), "exact under concurrency");
     assert_eq!((of("detail"), of("batch")), ((2, 2), (2, 2)), "a 402 is counted, not charged");
     assert_eq!(usage.body["days"], 1);
+    usage
+}
 
+/// The account's replies (200s, 401, 400s) against the OpenAPI document.
+fn replies_match_the_document(s: &Server, token: &str, usage: &Reply) {
     let doc: serde_json::Value = serde_json::from_str(include_str!("../../../../schemas/openapi.json")).unwrap();
-    let bad_days = [get(&s, "/api/v1/account/usage?days=0", &token), get(&s, "/api/v1/account/usage?days=91", &token)];
+    let bad_days = [get(s, "/api/v1/account/usage?days=0", token), get(s, "/api/v1/account/usage?days=91", token)];
     for bad in &bad_days {
         assert_eq!(error_of(bad), (400, "Invalid input parameters"));
         assert!(bad.body["errors"]["days"].is_array());
     }
     let (account, anonymous) =
-        (get(&s, "/api/v1/account", &token), request(&s.addr, "GET", "/api/v1/account", None, None));
-    let month = get(&s, "/api/v1/account/usage", &token);
+        (get(s, "/api/v1/account", token), request(&s.addr, "GET", "/api/v1/account", None, None));
+    let month = get(s, "/api/v1/account/usage", token);
     let cases = [
         ("/api/v1/account", &account),
         ("/api/v1/account", &anonymous),
-        ("/api/v1/account/usage", &usage),
+        ("/api/v1/account/usage", usage),
         ("/api/v1/account/usage", &month),
         ("/api/v1/account/usage", &bad_days[0]),
         ("/api/v1/account/usage", &bad_days[1]),
@@ -119,14 +130,15 @@ fn the_account_as_json_the_allowance_first_and_usage_counted_exactly() {
         let errors: Vec<String> = v.iter_errors(&reply.body).map(|e| format!("{e} at {}", e.instance_path())).collect();
         assert!(errors.is_empty(), "{template} {}: {errors:?}\n{}", reply.status, reply.body);
     }
+}
 
-    // A plan's own rate limit.
+fn a_plan_has_its_own_rate_limit(s: &Server) {
     let tiny = s.user("tim", 0);
-    sql(&s, "UPDATE users SET plan = 'tiny' WHERE name = 'tim'");
-    let first = get(&s, "/api/v1/reference-data", &tiny);
+    sql(s, "UPDATE users SET plan = 'tiny' WHERE name = 'tim'");
+    let first = get(s, "/api/v1/reference-data", &tiny);
     assert_eq!((first.status, first.header("x-ratelimit-limit")), (200, Some("2")));
-    assert_eq!(get(&s, "/api/v1/reference-data", &tiny).status, 200);
-    assert_eq!(error_of(&get(&s, "/api/v1/reference-data", &tiny)), (429, "Too many requests."));
+    assert_eq!(get(s, "/api/v1/reference-data", &tiny).status, 200);
+    assert_eq!(error_of(&get(s, "/api/v1/reference-data", &tiny)), (429, "Too many requests."));
 }
 
 #[test]
