@@ -315,6 +315,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// `serve`: opens the dataset, serves it until SIGTERM or Ctrl-C, then flushes the accounts store.
 fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Result<()> {
+    let pages = pages_config(&args, public_url)?;
     let source = match (args.db, args.postgres) {
         (Some(path), _) => Source::DuckDb(path),
         (None, Some(url)) => Source::Postgres { url, schema: args.schema },
@@ -332,16 +333,6 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
     }
     let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
     let limiter = limits::RateLimiter::new(Duration::from_secs(args.rate_window));
-    let signup = match args.signup {
-        SignupArg::Open => cnpj_pages::Signup::Open,
-        SignupArg::Invite => cnpj_pages::Signup::Invite,
-        SignupArg::Closed => cnpj_pages::Signup::Closed,
-    };
-    let mail = match (&args.smtp_url, &args.mail_from) {
-        (Some(url), Some(from)) => Some(cnpj_pages::Mailer::new(url, from, public_url)?),
-        _ => None,
-    };
-    let pages = cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail };
     let webhooks =
         cnpj_webhooks::Policy { allow_http: args.allow_http_webhooks, allow_private: args.allow_private_webhooks };
     let watching = watching::Settings::new(args.max_watched, webhooks);
@@ -394,6 +385,20 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
     state.flush();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The pages' settings: who may sign up, the cookies' `Secure`, the mail.
+fn pages_config(args: &ServeArgs, public_url: &str) -> anyhow::Result<cnpj_pages::Config> {
+    let signup = match args.signup {
+        SignupArg::Open => cnpj_pages::Signup::Open,
+        SignupArg::Invite => cnpj_pages::Signup::Invite,
+        SignupArg::Closed => cnpj_pages::Signup::Closed,
+    };
+    let mail = match (&args.smtp_url, &args.mail_from) {
+        (Some(url), Some(from)) => Some(cnpj_pages::Mailer::new(url, from, public_url)?),
+        _ => None,
+    };
+    Ok(cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail })
 }
 
 async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
