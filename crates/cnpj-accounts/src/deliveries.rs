@@ -61,15 +61,6 @@ pub fn delivery_id(watchlist_id: i64, month: &str, page: i64) -> String {
     format!("wl{watchlist_id}-{month}-{page}")
 }
 
-macro_rules! dispatch {
-    ($self:ident, $store:ident => $call:expr) => {
-        match &$self.inner {
-            Inner::Sqlite($store) => $call,
-            Inner::Postgres($store) => $call,
-        }
-    };
-}
-
 impl Accounts {
     /// Every list with a webhook, and its user.
     pub fn webhook_watchlists(&self) -> Result<Vec<(i64, Watchlist)>, AccountsError> {

@@ -8,6 +8,17 @@
 //! dataset), or a Postgres schema that every replica uses. Charging is atomic on both (no balance
 //! ever goes negative). A store is migrated from older versions when opened.
 
+/// Calls the same method on whichever store `self` holds (defined before the modules, which use
+/// it too).
+macro_rules! dispatch {
+    ($self:ident, $store:ident => $call:expr) => {
+        match &$self.inner {
+            Inner::Sqlite($store) => $call,
+            Inner::Postgres($store) => $call,
+        }
+    };
+}
+
 mod deliveries;
 mod people;
 mod plans;
@@ -134,15 +145,6 @@ impl std::fmt::Debug for Accounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.is_shared() { "Accounts(Postgres)" } else { "Accounts(SQLite)" })
     }
-}
-
-macro_rules! dispatch {
-    ($self:ident, $store:ident => $call:expr) => {
-        match &$self.inner {
-            Inner::Sqlite($store) => $call,
-            Inner::Postgres($store) => $call,
-        }
-    };
 }
 
 impl Accounts {

@@ -125,15 +125,6 @@ fn checked(add: &[String], remove: &[String]) -> Result<Checked, AccountsError> 
     }
 }
 
-macro_rules! dispatch {
-    ($self:ident, $store:ident => $call:expr) => {
-        match &$self.inner {
-            Inner::Sqlite($store) => $call,
-            Inner::Postgres($store) => $call,
-        }
-    };
-}
-
 impl Accounts {
     /// Creates a list for `user_id`; `max_watched` caps the user's entries over all their lists.
     pub fn create_watchlist(
