@@ -43,10 +43,17 @@ fn admin_page(
             id: u.person.id,
             label: u.person.email.clone().unwrap_or_else(|| u.person.name.clone()),
             plan: a.plans().of(u.person.plan.as_deref()).0.to_owned(),
-            status: u.person.status.as_str(),
+            status: visit.lang.t(match u.person.status {
+                Status::Active => "status_active",
+                Status::Disabled => "status_disabled",
+                Status::Unverified => "status_unverified",
+            }),
+            disabled: u.person.status == Status::Disabled,
             allowance: a.allowance_left(&u.person),
             credits: u.person.credits,
-            last_activity: u.last_activity.unwrap_or_else(|| "-".to_owned()),
+            last_activity: u
+                .last_activity
+                .map_or_else(|| "-".to_owned(), |at| at.replace('T', " ").replace('Z', " UTC")),
             requests: u.requests_30d,
             spent: u.credits_30d,
         })

@@ -390,6 +390,7 @@ mod templates {
         pub label: String,
         pub plan: String,
         pub status: &'static str,
+        pub disabled: bool,
         pub allowance: i64,
         pub credits: i64,
         pub last_activity: String,

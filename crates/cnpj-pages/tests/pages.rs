@@ -535,6 +535,9 @@ fn admins_list_grant_change_plans_disable_and_revoke_with_an_audit_log() {
     b.submit("/admin", &format!("/admin/users/{user}/status"), &[("status", "disabled")]);
     assert_eq!(mia.get("/account").header("location"), Some("/login"), "a disabled user's sessions end");
     assert!(s.accounts.authenticate(&token).unwrap().is_none(), "and their tokens are refused");
+    let row = b.get("/admin?q=mia&locale=en").body;
+    assert!(row.contains("<td>disabled</td>") && row.contains(">Enable</button>"), "in the page's language: {row}");
+    assert!(b.get("/admin?q=mia&locale=pt-br").body.contains("<td>desativado</td>"));
     b.submit("/admin", &format!("/admin/users/{user}/status"), &[("status", "active")]);
     assert!(s.accounts.authenticate(&token).unwrap().is_some());
     b.submit("/admin", "/admin/tokens/revoke", &[("prefix", &token[..12])]);
