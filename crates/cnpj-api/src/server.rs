@@ -479,11 +479,24 @@ pub async fn detail(
     cnpj: &str,
     params: &Params,
 ) -> Result<Value, ApiError> {
+    of_company(state, caller, cnpj, params, "detail", move |query, locale| store.detail(query, locale)).await
+}
+
+/// A company's answer (its detail or its history) for the CNPJ as sent, priced like detail when
+/// it answers (charged as `what`).
+async fn of_company<T: serde::Serialize + Send + 'static>(
+    state: &Shared,
+    caller: &Caller,
+    cnpj: &str,
+    params: &Params,
+    what: &'static str,
+    look_up: impl FnOnce(&CnpjQuery, Locale) -> Result<Option<T>, StoreError> + Send + 'static,
+) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
-    let record = blocking(move || Ok(store.detail(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
-    charge(state, caller, state.prices.detail, "detail").await?;
-    Ok(json!({"success": true, "data": record}))
+    let data = blocking(move || Ok(look_up(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
+    charge(state, caller, state.prices.detail, what).await?;
+    Ok(json!({"success": true, "data": data}))
 }
 
 pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
@@ -513,11 +526,7 @@ pub async fn history(
     cnpj: &str,
     params: &Params,
 ) -> Result<Value, ApiError> {
-    let locale = params::locale(params)?;
-    let query = CnpjQuery::parse(cnpj).map_err(|e| ApiError::invalid("cnpj", format!("Invalid CNPJ: {e}.")))?;
-    let items = blocking(move || Ok(store.history(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
-    charge(state, caller, state.prices.detail, "history").await?;
-    Ok(json!({"success": true, "data": items}))
+    of_company(state, caller, cnpj, params, "history", move |query, locale| store.history(query, locale)).await
 }
 
 /// GET /api/v1/changes: the envelope and pagination of search, priced like search.
