@@ -33,9 +33,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+mod common;
+
+use common::env_or;
 
 /// One keep-alive connection: sends a request, reads one response (Content-Length framed).
 struct Conn {
@@ -150,16 +150,8 @@ impl Server {
         Server { child, addr: line.trim().trim_start_matches("http://").to_owned() }
     }
 
-    /// A memory figure of the process' status (`VmHWM`: peak resident; `RssAnon`: anonymous
-    /// resident, what the process itself allocated) in MB.
     fn memory_mb(&self, field: &str) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0.0);
-        kb / 1024.0
+        common::memory_mb(self.child.id(), field)
     }
 
     fn peak_rss_mb(&self) -> f64 {

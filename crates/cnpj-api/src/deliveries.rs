@@ -8,16 +8,16 @@
 //! Routes: `GET /api/v1/watchlists/{id}/deliveries`, `POST …/deliveries/{delivery_id}/retry`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use cnpj_accounts::{Attempt, Delivery, Due};
+use cnpj_accounts::{Attempt, Delivery, Due, Watchlist};
 use cnpj_model::Locale;
-use cnpj_store::{ChangeFilters, Store, Watched};
+use cnpj_store::{Change, Following, Store, Watched};
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
@@ -25,7 +25,7 @@ use crate::params::{self, Params};
 use crate::server::{self, AppState, Caller, Shared, blocking, timed};
 
 /// Events a delivery carries at most.
-const PAGE: u64 = 1000;
+const PAGE: usize = 1000;
 /// How long a claimed delivery is the claimer's (past a delivery's 10 s, with room).
 const LEASE: i64 = 60;
 /// Deliveries claimed at a time.
@@ -76,55 +76,106 @@ fn tick(state: &AppState, enqueued: Option<SystemTime>, every: Duration) -> Resu
     Ok(Some(served.since))
 }
 
-/// The served month's events of every list with a webhook that has no delivery of it yet.
+/// The served month's events of every list with a webhook that has no delivery of it yet, the
+/// lists matched against the month together (`Store::watched_month`), `PASS_ENTRIES` entries at a
+/// time.
 fn enqueue(state: &AppState, store: &Store) -> Result<(), ApiError> {
     let month = store.source_month().to_owned();
     if month.is_empty() {
         return Ok(());
     }
+    let started = Instant::now();
     let accounts = &state.accounts;
+    let (mut pass, mut entries) = (Vec::new(), 0);
+    let mut made = Made::default();
     for (user, list) in timed("deliveries", || accounts.webhook_watchlists())? {
         if timed("deliveries", || accounts.has_deliveries(list.id, &month))? {
             continue;
         }
-        let Some((list, entries)) = timed("deliveries", || accounts.watchlist(user, list.id, 0, None))? else {
+        let Some((list, keys)) = timed("deliveries", || accounts.watchlist(user, list.id, 0, None))? else {
             continue;
         };
-        let watched = Arc::new(Watched::new(entries.iter().map(String::as_str)));
-        let filters = ChangeFilters {
-            month: Some(month.clone()),
-            events: list.events.clone(),
-            watched: Some(watched),
-            ..Default::default()
-        };
-        let bodies = pages(store, &filters, list.id, &month)?;
-        if !bodies.is_empty() {
-            timed("deliveries", || accounts.enqueue(user, list.id, &month, &bodies))?;
-            tracing::info!(watchlist = list.id, month, pages = bodies.len(), "webhook deliveries made");
+        entries += keys.len();
+        pass.push((user, list, Watched::new(keys.iter().map(String::as_str))));
+        if entries >= PASS_ENTRIES {
+            made.add(deliver(state, store, &month, &std::mem::take(&mut pass))?);
+            entries = 0;
         }
+    }
+    made.add(deliver(state, store, &month, &pass)?);
+    if made.lists > 0 {
+        let seconds = started.elapsed().as_secs_f64();
+        tracing::info!(
+            month,
+            made.lists,
+            made.matched,
+            made.deliveries,
+            seconds,
+            "webhook deliveries of the month made"
+        );
     }
     Ok(())
 }
 
+/// Entries matched against a month in one pass at most: their lists are held in memory
+/// (≈ 100 MB a million entries), so a bigger store takes more passes, not more memory.
+const PASS_ENTRIES: usize = 1_000_000;
+
+/// What `enqueue` made: lists looked at, lists with events, deliveries.
+#[derive(Default)]
+struct Made {
+    lists: usize,
+    matched: usize,
+    deliveries: usize,
+}
+
+impl Made {
+    fn add(&mut self, other: Made) {
+        self.lists += other.lists;
+        self.matched += other.matched;
+        self.deliveries += other.deliveries;
+    }
+}
+
+/// One pass: the month's events of `lists` (user, list, entries), and their deliveries made.
+fn deliver(
+    state: &AppState,
+    store: &Store,
+    month: &str,
+    lists: &[(i64, Watchlist, Watched)],
+) -> Result<Made, ApiError> {
+    let following: Vec<Following> =
+        lists.iter().map(|(_, list, watched)| Following { watched, events: &list.events }).collect();
+    let events = store.watched_month(month, &following, Locale::PtBr)?;
+    let mut made = Made { lists: lists.len(), ..Made::default() };
+    for ((user, list, _), events) in lists.iter().zip(events) {
+        let bodies = pages(&events, list.id, month);
+        if !bodies.is_empty() {
+            timed("deliveries", || state.accounts.enqueue(*user, list.id, month, &bodies))?;
+            made.matched += 1;
+            made.deliveries += bodies.len();
+        }
+    }
+    Ok(made)
+}
+
 /// The bodies of a list's month: `{watchlist_id, month, delivery_id, page, pages, events}`.
-fn pages(store: &Store, filters: &ChangeFilters, id: i64, month: &str) -> Result<Vec<String>, ApiError> {
-    let (total, first) = store.changes(filters, 1, PAGE, Locale::PtBr)?;
-    let pages = total.div_ceil(PAGE);
-    let mut bodies = Vec::with_capacity(pages as usize);
-    for page in 1..=pages {
-        let events = if page == 1 { first.clone() } else { store.changes(filters, page, PAGE, Locale::PtBr)?.1 };
-        let delivery_id = cnpj_accounts::delivery_id(id, month, page as i64);
-        let body = json!({
+fn pages(events: &[Change], id: i64, month: &str) -> Vec<String> {
+    let pages = events.len().div_ceil(PAGE);
+    let body = |(i, events): (usize, &[Change])| {
+        let page = i as i64 + 1;
+        let delivery_id = cnpj_accounts::delivery_id(id, month, page);
+        json!({
             "watchlist_id": id,
             "month": month,
             "delivery_id": delivery_id,
             "page": page,
             "pages": pages,
             "events": events,
-        });
-        bodies.push(body.to_string());
-    }
-    Ok(bodies)
+        })
+        .to_string()
+    };
+    events.chunks(PAGE).enumerate().map(body).collect()
 }
 
 /// Sends the deliveries due, a claim at a time, until none is left.

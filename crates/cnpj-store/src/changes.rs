@@ -16,7 +16,6 @@
 //! the page's row ids, Postgres reads the first 1,000 matches first (a page among them needs no
 //! other query, and fewer matches than that are the total).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cnpj_index::Companies;
@@ -25,6 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::{Backend, Dialect, TextRow};
+use crate::watching::Watched;
 use crate::{Store, StoreError, key_of, opt, text};
 
 /// The event names (stable, English), the values of the `event` filter.
@@ -50,14 +50,28 @@ pub const EVENTS: [&str; 17] = [
 
 /// The fields of company events: a 14-character CNPJ filter takes these from its company (they
 /// carry the head office's CNPJ, or none), and its own establishment's events by CNPJ.
-const COMPANY_FIELDS: &str = "'razao_social', 'natureza_juridica', 'capital_social', 'porte_empresa', 'socios', 'opcao_simples', \
-     'opcao_mei', 'regime_tributario'";
+pub(crate) const COMPANY_FIELDS: [&str; 8] = [
+    "razao_social",
+    "natureza_juridica",
+    "capital_social",
+    "porte_empresa",
+    "socios",
+    "opcao_simples",
+    "opcao_mei",
+    "regime_tributario",
+];
 
-const COLUMNS: &str = "month, cnpj, cnpj_basico, event, field, old, new";
+/// `COMPANY_FIELDS` as an SQL list.
+pub(crate) fn company_fields_sql() -> String {
+    COMPANY_FIELDS.map(|f| format!("'{f}'")).join(", ")
+}
+
+pub(crate) const COLUMNS: &str = "month, cnpj, cnpj_basico, event, field, old, new";
 
 /// The served order after the month (NULLs last, as DuckDB stores the table); the base orders
 /// the company events without a CNPJ (a company without an establishment now).
-const ORDER_AFTER_MONTH: &str = "cnpj NULLS LAST, cnpj_basico, event, field NULLS LAST, old NULLS LAST, new NULLS LAST";
+pub(crate) const ORDER_AFTER_MONTH: &str =
+    "cnpj NULLS LAST, cnpj_basico, event, field NULLS LAST, old NULLS LAST, new NULLS LAST";
 
 /// Validated filters of `GET /api/v1/changes`, combined with AND.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -77,73 +91,6 @@ pub struct ChangeFilters {
     pub cnpj: Option<CnpjQuery>,
     /// A watchlist's entries: the events of any of them, by the rule of `cnpj`.
     pub watched: Option<Arc<Watched>>,
-}
-
-/// The CNPJs a watchlist follows, by their normalized keys: 8 characters follow every event of
-/// the company, 14 that establishment's events and its company's.
-#[derive(Clone, Debug, Default)]
-pub struct Watched {
-    companies: BTreeSet<String>,
-    establishments: BTreeSet<String>,
-    /// The companies of both, as keys (matched against each month's companies).
-    bases: Companies,
-}
-
-impl PartialEq for Watched {
-    fn eq(&self, other: &Watched) -> bool {
-        (&self.companies, &self.establishments) == (&other.companies, &other.establishments)
-    }
-}
-
-impl Eq for Watched {}
-
-impl Watched {
-    /// The set of normalized keys (a key of another length, or not of `[0-9A-Z]`, follows nothing).
-    pub fn new<'a>(keys: impl IntoIterator<Item = &'a str>) -> Watched {
-        let mut watched = Watched::default();
-        for key in keys {
-            let set = match key.len() {
-                8 => &mut watched.companies,
-                14 => &mut watched.establishments,
-                _ => continue,
-            };
-            if key.get(..8).is_some_and(|basico| watched.bases.insert(basico)) {
-                set.insert(key.to_owned());
-            }
-        }
-        watched
-    }
-
-    /// How many keys it follows.
-    pub fn len(&self) -> usize {
-        self.companies.len() + self.establishments.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The clause (with `$` for each of `values`) of the changes of these companies (`bases`,
-    /// all or some of the watched ones) that the watchlist follows: every event of a watched
-    /// company, a watched establishment's events and its company's.
-    fn clause(&self, bases: &[String]) -> (String, Vec<String>) {
-        let list = |items: &mut dyn Iterator<Item = &String>| items.map(String::as_str).collect::<Vec<_>>().join(",");
-        let set = "(SELECT unnest(string_to_array($, ',')))";
-        let mut clause = format!("cnpj_basico IN {set}");
-        let mut values = vec![list(&mut bases.iter())];
-        let mut either = Vec::new();
-        if !self.companies.is_empty() && !self.establishments.is_empty() {
-            either.push(format!("cnpj_basico IN {set}"));
-            values.push(list(&mut self.companies.iter()));
-        }
-        if !self.establishments.is_empty() {
-            either.push(format!("cnpj IN {set}"));
-            values.push(list(&mut self.establishments.iter()));
-            either.push(format!("field IN ({COMPANY_FIELDS})"));
-            clause.push_str(&format!(" AND ({})", either.join(" OR ")));
-        }
-        (clause, values)
-    }
 }
 
 impl ChangeFilters {
@@ -190,7 +137,7 @@ impl ChangeFilters {
         }
         match &self.cnpj {
             Some(CnpjQuery::Full(c)) => add(
-                &format!("cnpj_basico = $ AND (cnpj = $ OR field IN ({COMPANY_FIELDS}))"),
+                &format!("cnpj_basico = $ AND (cnpj = $ OR field IN ({}))", company_fields_sql()),
                 vec![c.basico().to_owned(), c.as_str().to_owned()],
             ),
             Some(q @ CnpjQuery::Basico(_)) => add("cnpj_basico = $", vec![q.basico().to_owned()]),
@@ -278,9 +225,9 @@ fn parse(stored: Option<String>) -> Value {
 #[derive(Debug)]
 pub(crate) struct ChangeTables {
     /// The table, `None` when there are no changes to serve.
-    table: Option<&'static str>,
+    pub(crate) table: Option<&'static str>,
     /// DuckDB: each month's companies with changes, oldest month first.
-    companies: Option<Vec<(String, cnpj_index::Companies)>>,
+    pub(crate) companies: Option<Vec<(String, cnpj_index::Companies)>>,
 }
 
 impl ChangeTables {
@@ -546,7 +493,7 @@ impl Store {
         Ok(Some(rows.into_iter().map(|r| self.change(r, locale)).collect()))
     }
 
-    fn change(&self, row: TextRow, locale: Locale) -> Change {
+    pub(crate) fn change(&self, row: TextRow, locale: Locale) -> Change {
         let field = opt(&row, 4);
         let (old, new) = (parse(opt(&row, 5)), parse(opt(&row, 6)));
         let how = field.as_deref().and_then(described);

@@ -12,6 +12,7 @@ mod backend;
 mod changes;
 mod export;
 mod search;
+mod watching;
 
 use std::collections::HashMap;
 
@@ -22,13 +23,14 @@ use cnpj_model::{
 
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
-pub use changes::{Change, ChangeFilters, EVENTS, Watched};
+pub use changes::{Change, ChangeFilters, EVENTS};
 use cnpj_index::{Lookup, LookupTable, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, history_path, lookup_path, search_index_path};
 pub use export::{
     Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, MANIFEST_FILE, Manifest, export,
 };
 pub use search::SearchFilters;
+pub use watching::{Following, Watched};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -173,8 +173,10 @@ fn a_watchlist_s_events_are_the_changes_of_its_entries() {
     let [_, _, db] = three_months(dir.path());
     let url = pg_database();
     publish(&db, &url);
-    let duck = serve(dir, db, &["--rate-limit", "1000"]);
-    let pg = pg_server(&url, &["--rate-limit", "1000"]);
+    let flags =
+        ["--rate-limit", "1000", "--allow-private-webhooks", "--allow-http-webhooks", "--webhook-interval", "1"];
+    let duck = serve(dir, db, &flags);
+    let pg = pg_server(&url, &flags);
     let doc = document();
     let entries = ["44555666000262", "22333444", "12345678000276", "66777888", "33683111"];
     let list = json!({"name": "suppliers", "cnpjs": entries});
@@ -225,6 +227,21 @@ fn a_watchlist_s_events_are_the_changes_of_its_entries() {
         let (a, b) = (get(&duck, &target, &token), get(&pg, &target, &pg_token));
         assert!(a.status == 200 && a.raw == b.raw, "{query}:\nduckdb   {}\npostgres {}", a.body, b.body);
     }
+
+    // The month's delivery (every list matched against the month in one pass) carries the
+    // list's events of the month, as the events endpoint pages them, from either backend.
+    let receiver = Receiver::start(204);
+    for (s, token) in [(&duck, &token), (&pg, &pg_token)] {
+        let hook = json!({"webhook_url": receiver.url}).to_string();
+        let r = request(&s.addr, "PATCH", &format!("{LISTS}/1"), Some(token), Some(hook.as_bytes()));
+        assert_eq!(r.status, 200, "{}", r.body);
+        s.signal("-HUP");
+        deliveries_until(s, token, 1, |d| d.first().is_some_and(|d| d["status"] == "delivered"));
+        let body: Value = serde_json::from_slice(&receiver.got.lock().unwrap().pop().unwrap().body).unwrap();
+        let events = get(s, &format!("{LISTS}/1/events?month=2026-11&per_page=50"), token).body["data"].clone();
+        assert!(events.as_array().is_some_and(|e| !e.is_empty()));
+        assert_eq!(body["events"], events, "the delivered page is the list's events of the month");
+    }
 }
 
 /// Synthetic months evolved with planted changes: a list of some of the planted CNPJs (their
@@ -245,7 +262,9 @@ fn a_watchlist_over_evolved_months_answers_exactly_its_planted_events() {
     let planted: Vec<Planted> = manifest["planted_changes"].as_array().unwrap().iter().map(Planted::of).collect();
     assert!(planted.len() > 50, "{} planted", planted.len());
 
-    let s = serve(dir, new, &["--rate-limit", "1000", "--max-watched", "100000"]);
+    let flags =
+        ["--rate-limit", "1000", "--max-watched", "100000", "--allow-private-webhooks", "--allow-http-webhooks"];
+    let s = serve(dir, new, &[&flags[..], &["--webhook-interval", "1"]].concat());
     let token = s.user("rui", 1000);
     // Every third planted change's CNPJ (an establishment event) or base (a company event); the
     // head office (by its CNPJ, not its base) of some other companies with company events; and
@@ -289,19 +308,35 @@ fn a_watchlist_over_evolved_months_answers_exactly_its_planted_events() {
         let r = request(&s.addr, "PATCH", &format!("{LISTS}/1"), Some(&token), Some(body.as_bytes()));
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    let mut got = Vec::new();
+    let mut answered = Vec::new();
     for page in 1.. {
         let r = get(&s, &format!("{LISTS}/1/events?month=2026-12&per_page=50&page={page}"), &token);
         let items = r.body["data"].as_array().unwrap();
         if items.is_empty() {
             break;
         }
-        got.extend(items.iter().map(|i| {
+        answered.extend(items.iter().cloned());
+    }
+    // The month's delivery carries the same events, in the same order.
+    let receiver = Receiver::start(204);
+    let hook = json!({"webhook_url": receiver.url}).to_string();
+    let r = request(&s.addr, "PATCH", &format!("{LISTS}/1"), Some(&token), Some(hook.as_bytes()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.signal("-HUP");
+    deliveries_until(&s, &token, 1, |d| !d.is_empty() && d.iter().all(|d| d["status"] == "delivered"));
+    let mut pages: Vec<Value> =
+        receiver.got.lock().unwrap().iter().map(|r| serde_json::from_slice(&r.body).unwrap()).collect();
+    pages.sort_by_key(|p| p["page"].as_u64());
+    let delivered: Vec<Value> = pages.iter().flat_map(|p| p["events"].as_array().unwrap().clone()).collect();
+    assert_eq!(delivered, answered, "the delivered pages are the events the endpoint answers");
+    let mut got: Vec<_> = answered
+        .iter()
+        .map(|i| {
             let p = Planted::served(i);
             assert!(entries.contains(&p.key()) || entries.contains(&p.basico) || bases.contains(p.basico.as_str()));
             p.triple()
-        }));
-    }
+        })
+        .collect();
     got.sort();
     let missing: Vec<_> = expected.iter().filter(|e| !got.contains(e)).collect();
     let unplanted: Vec<_> = got.iter().filter(|e| !expected.contains(e)).collect();

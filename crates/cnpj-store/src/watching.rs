@@ -1,0 +1,211 @@
+//! Watchlists over the changes: a list's entries as a filter of `changes` (`Watched`), and every
+//! list of a month's webhook deliveries matched against that month at once
+//! (`Store::watched_month`).
+//!
+//! The one-pass matching: the companies of every list are joined (roaring bitmaps) and, on a
+//! DuckDB file, cut to the month's companies with changes (`change_companies`, in memory); the
+//! month's rows of those companies are read in one query, in the served order, and each row is
+//! handed to the lists that watch its company and follow it (`Watched::follows`, the rule of
+//! `Watched::clause` in Rust). A list's events come out as `changes` pages them for
+//! `month` + `events` + that list: the same rows in the same order, a test checks it on both
+//! backends. Cost: one scan of the month's `cnpj_basico` against the candidate companies, and
+//! memory for the matched rows only (BENCHMARKS.md, "Watchlists matched against a month at 1.0").
+
+use std::collections::{BTreeSet, HashMap};
+
+use cnpj_index::Companies;
+use cnpj_model::Locale;
+
+use crate::changes::{COLUMNS, COMPANY_FIELDS, Change, ORDER_AFTER_MONTH, company_fields_sql};
+use crate::{Store, StoreError, opt, text};
+
+/// The CNPJs a watchlist follows, by their normalized keys: 8 characters follow every event of
+/// the company, 14 that establishment's events and its company's.
+#[derive(Clone, Debug, Default)]
+pub struct Watched {
+    companies: BTreeSet<String>,
+    establishments: BTreeSet<String>,
+    /// The companies of both, as keys (matched against each month's companies).
+    pub(crate) bases: Companies,
+}
+
+impl PartialEq for Watched {
+    fn eq(&self, other: &Watched) -> bool {
+        (&self.companies, &self.establishments) == (&other.companies, &other.establishments)
+    }
+}
+
+impl Eq for Watched {}
+
+impl Watched {
+    /// The set of normalized keys (a key of another length, or not of `[0-9A-Z]`, follows nothing).
+    pub fn new<'a>(keys: impl IntoIterator<Item = &'a str>) -> Watched {
+        let mut watched = Watched::default();
+        for key in keys {
+            let set = match key.len() {
+                8 => &mut watched.companies,
+                14 => &mut watched.establishments,
+                _ => continue,
+            };
+            if key.get(..8).is_some_and(|basico| watched.bases.insert(basico)) {
+                set.insert(key.to_owned());
+            }
+        }
+        watched
+    }
+
+    /// How many keys it follows.
+    pub fn len(&self) -> usize {
+        self.companies.len() + self.establishments.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The clause (with `$` for each of `values`) of the changes of these companies (`bases`,
+    /// all or some of the watched ones) that the watchlist follows: every event of a watched
+    /// company, a watched establishment's events and its company's. Only the entries of `bases`
+    /// are named (a list of 100,000 entries passes the few hundred that changed).
+    pub(crate) fn clause(&self, bases: &[String]) -> (String, Vec<String>) {
+        let of_bases: std::collections::HashSet<&str> = bases.iter().map(String::as_str).collect();
+        let companies: Vec<&str> = self.companies.iter().map(String::as_str).filter(|c| of_bases.contains(c)).collect();
+        let establishments: Vec<&str> =
+            self.establishments.iter().map(String::as_str).filter(|e| of_bases.contains(&e[..8])).collect();
+        let set = "(SELECT unnest(string_to_array($, ',')))";
+        let mut clause = format!("cnpj_basico IN {set}");
+        let mut values = vec![bases.join(",")];
+        let mut either = Vec::new();
+        if !companies.is_empty() && !establishments.is_empty() {
+            either.push(format!("cnpj_basico IN {set}"));
+            values.push(companies.join(","));
+        }
+        if !establishments.is_empty() {
+            either.push(format!("cnpj IN {set}"));
+            values.push(establishments.join(","));
+            either.push(format!("field IN ({})", company_fields_sql()));
+            clause.push_str(&format!(" AND ({})", either.join(" OR ")));
+        }
+        (clause, values)
+    }
+
+    /// Whether the list follows a change of `cnpj` (none: a company event of a company without
+    /// an establishment) in `basico`, of `field`: `clause` for one row.
+    fn follows(&self, cnpj: Option<&str>, basico: &str, field: Option<&str>) -> bool {
+        self.bases.contains(basico)
+            && (self.establishments.is_empty()
+                || self.companies.contains(basico)
+                || cnpj.is_some_and(|c| self.establishments.contains(c))
+                || field.is_some_and(|f| COMPANY_FIELDS.contains(&f)))
+    }
+}
+
+/// One list of a month's matching: what it follows, and the events it takes (none: every one).
+#[derive(Clone, Copy, Debug)]
+pub struct Following<'a> {
+    pub watched: &'a Watched,
+    pub events: &'a [String],
+}
+
+impl Store {
+    /// The changes of `month` each of `lists` follows, in the served order (what `changes`
+    /// pages for `month`, `events` and `watched`), all lists in one pass (see the module docs).
+    pub fn watched_month(
+        &self,
+        month: &str,
+        lists: &[Following],
+        locale: Locale,
+    ) -> Result<Vec<Vec<Change>>, StoreError> {
+        let mut out = vec![Vec::new(); lists.len()];
+        let Some(table) = self.tables.table else { return Ok(out) };
+        let mut watched = Companies::default();
+        lists.iter().for_each(|l| watched.union_with(&l.watched.bases));
+        let candidates = match &self.tables.companies {
+            Some(months) => match months.iter().find(|(m, _)| m == month) {
+                Some((_, changed)) => watched.intersection(changed),
+                None => return Ok(out),
+            },
+            None => watched,
+        };
+        if candidates.is_empty() {
+            return Ok(out);
+        }
+        // Each candidate company's lists.
+        let mut watchers: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, list) in lists.iter().enumerate() {
+            for basico in list.watched.bases.intersection(&candidates).bases() {
+                watchers.entry(basico).or_default().push(i as u32);
+            }
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM {table} WHERE month = $1 AND cnpj_basico IN \
+             (SELECT unnest(string_to_array($2, ','))) ORDER BY month, {ORDER_AFTER_MONTH}"
+        );
+        let bases = candidates.bases().collect::<Vec<_>>().join(",");
+        let rows = self.backend.rows("watchlists' month", &sql, &[month.to_owned(), bases])?;
+        for row in rows {
+            let (cnpj, basico, event, field) = (opt(&row, 1), text(&row, 2), text(&row, 3), opt(&row, 4));
+            let takers: Vec<usize> = watchers
+                .get(&basico)
+                .into_iter()
+                .flatten()
+                .map(|&i| i as usize)
+                .filter(|&i| {
+                    let list = lists[i];
+                    (list.events.is_empty() || list.events.contains(&event))
+                        && list.watched.follows(cnpj.as_deref(), &basico, field.as_deref())
+                })
+                .collect();
+            if let Some((&last, rest)) = takers.split_last() {
+                let change = self.change(row, locale);
+                rest.iter().for_each(|&i| out[i].push(change.clone()));
+                out[last].push(change);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a list of `keys` follows a change of (`cnpj`, `basico`, `field`).
+    fn check(keys: &[&str], change: (Option<&str>, &str, Option<&str>), expected: bool) {
+        let watched = Watched::new(keys.iter().copied());
+        assert_eq!(watched.follows(change.0, change.1, change.2), expected, "{keys:?} {change:?}");
+    }
+
+    #[test]
+    fn a_list_follows_its_companies_and_its_establishments_with_their_company() {
+        let (est, other) = (Some("11222333000181"), Some("11222333000262"));
+        // A company: every event of it, and nothing of another.
+        check(&["11222333"], (other, "11222333", Some("situacao_cadastral")), true);
+        check(&["11222333"], (None, "11222333", None), true);
+        check(&["11222333"], (Some("22333444000181"), "22333444", Some("razao_social")), false);
+        // An establishment: its own events and its company's, not its siblings'.
+        check(&["11222333000181"], (est, "11222333", Some("situacao_cadastral")), true);
+        check(&["11222333000181"], (est, "11222333", None), true);
+        check(&["11222333000181"], (other, "11222333", Some("razao_social")), true);
+        check(&["11222333000181"], (None, "11222333", Some("socios")), true);
+        check(&["11222333000181"], (other, "11222333", Some("situacao_cadastral")), false);
+        check(&["11222333000181"], (other, "11222333", None), false);
+        // Both kinds in one list: a watched company's every event still.
+        check(&["11222333000181", "22333444"], (Some("22333444000181"), "22333444", None), true);
+        check(&["11222333000181", "22333444"], (other, "11222333", Some("logradouro")), false);
+    }
+
+    #[test]
+    fn a_clause_names_only_the_entries_of_its_bases() {
+        let watched = Watched::new(["11222333000181", "22333444", "33444555000181", "44555666"]);
+        let (clause, values) = watched.clause(&["11222333".into(), "44555666".into()]);
+        assert_eq!(values, ["11222333,44555666", "44555666", "11222333000181"]);
+        assert!(clause.contains("cnpj IN"), "{clause}");
+        // Only watched companies among the bases: every event of them.
+        let (clause, values) = watched.clause(&["22333444".into()]);
+        assert_eq!(
+            (clause.as_str(), values.as_slice()),
+            ("cnpj_basico IN (SELECT unnest(string_to_array($, ',')))", &["22333444".to_owned()][..])
+        );
+    }
+}
