@@ -265,8 +265,8 @@ impl ChangeTables {
 /// for or of the watchlist's companies, and of those the watched ones that changed in them.
 #[derive(Debug, Default)]
 pub(crate) struct Narrowed {
-    months: Vec<String>,
-    bases: Option<Vec<String>>,
+    pub(crate) months: Vec<String>,
+    pub(crate) bases: Option<Vec<String>>,
 }
 
 impl Narrowed {
@@ -302,6 +302,9 @@ impl Store {
         let Some(table) = self.tables.table.filter(|_| narrowed.as_ref().is_none_or(|n| !n.is_empty())) else {
             return Ok((0, Vec::new()));
         };
+        if let (Some(watched), Some(narrowed)) = (&filters.watched, &narrowed) {
+            return self.watched_page(table, filters, watched, narrowed, (page, per_page), locale);
+        }
         let (clause, params) = filters.sql(narrowed.as_ref());
         let offset = page.saturating_sub(1).saturating_mul(per_page);
         let tallied = self.tallied(table, filters)?;
@@ -330,9 +333,14 @@ impl Store {
         offset: u64,
         per_page: u64,
     ) -> Result<(u64, Vec<TextRow>), StoreError> {
-        let total_column = if tallied.is_some() { "" } else { ", CAST(count(*) OVER () AS VARCHAR)" };
+        // A window (the total) may give its rows in another order than the scan's: then the
+        // matches are sorted by row id before the page is cut (a plain filtered scan keeps it).
+        let (total_column, order) = match tallied {
+            Some(_) => ("", ""),
+            None => (", CAST(count(*) OVER () AS VARCHAR)", " ORDER BY rowid"),
+        };
         let sql = format!(
-            "SELECT CAST(rowid AS VARCHAR), month, cnpj{total_column} FROM {table}{clause} LIMIT {per_page} OFFSET {offset}"
+            "SELECT CAST(rowid AS VARCHAR), month, cnpj{total_column} FROM {table}{clause}{order} LIMIT {per_page} OFFSET {offset}"
         );
         let ids = self.backend.rows("changes page ids", &sql, params)?;
         let total = match (tallied, ids.first()) {
@@ -354,7 +362,8 @@ impl Store {
             range.push_str(&format!(" AND cnpj BETWEEN ${} AND ${}", params.len() - 1, params.len()));
         }
         let clause = if clause.is_empty() { format!(" WHERE {range}") } else { format!("{clause} AND {range}") };
-        let rows = self.backend.rows("changes page", &format!("SELECT {COLUMNS} FROM {table}{clause}"), &params)?;
+        let sql = format!("SELECT {COLUMNS} FROM {table}{clause} ORDER BY rowid");
+        let rows = self.backend.rows("changes page", &sql, &params)?;
         Ok((total, rows))
     }
 

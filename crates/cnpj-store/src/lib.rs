@@ -101,6 +101,8 @@ pub struct Store {
     /// The number of changes per month, event and state, read on first use (`changes.rs`).
     tally: std::sync::OnceLock<Vec<changes::Tally>>,
     tables: changes::ChangeTables,
+    /// The rows the last watchlists asked for follow (`watching.rs`).
+    matches: watching::MatchCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -250,6 +252,7 @@ impl Store {
             published_at,
             tally: std::sync::OnceLock::new(),
             tables,
+            matches: watching::MatchCache::default(),
         })
     }
 

@@ -1,6 +1,13 @@
-//! Watchlists over the changes: a list's entries as a filter of `changes` (`Watched`), and every
-//! list of a month's webhook deliveries matched against that month at once
-//! (`Store::watched_month`).
+//! Watchlists over the changes: a list's entries as a filter of `changes` (`Watched`), a list's
+//! pages of events from a DuckDB file (`Store::watched_page`), and every list of a month's webhook
+//! deliveries matched against that month at once (`Store::watched_month`).
+//!
+//! A list's pages: the rows it follows under the filters are found once (the watched companies
+//! that changed in the months asked for, from `change_companies`; their rows' ids, CNPJ and field
+//! read in one query, and `Watched::follows` applied), kept in `MatchCache`, and each page's rows
+//! read by their ids. Finding them is a scan of the months' `cnpj_basico`, FSST-compressed strings:
+//! ≈ 100 ms a month for a list of 100,000 entries at 1.0; a page after that reads 50 rows
+//! (BENCHMARKS.md, "Watchlists matched against a month at 1.0").
 //!
 //! The one-pass matching: the companies of every list are joined (roaring bitmaps) and, on a
 //! DuckDB file, cut to the month's companies with changes (`change_companies`, in memory); the
@@ -11,12 +18,15 @@
 //! backends. Cost: one scan of the month's `cnpj_basico` against the candidate companies, and
 //! memory for the matched rows only (BENCHMARKS.md, "Watchlists matched against a month at 1.0").
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 
 use cnpj_index::Companies;
 use cnpj_model::Locale;
 
-use crate::changes::{COLUMNS, COMPANY_FIELDS, Change, ORDER_AFTER_MONTH, company_fields_sql};
+use crate::backend::Dialect;
+use crate::changes::{COLUMNS, COMPANY_FIELDS, Change, ChangeFilters, Narrowed, ORDER_AFTER_MONTH, company_fields_sql};
 use crate::{Store, StoreError, opt, text};
 
 /// The CNPJs a watchlist follows, by their normalized keys: 8 characters follow every event of
@@ -27,6 +37,8 @@ pub struct Watched {
     establishments: BTreeSet<String>,
     /// The companies of both, as keys (matched against each month's companies).
     pub(crate) bases: Companies,
+    /// A hash of the keys: what `MatchCache` knows the list by.
+    fingerprint: u64,
 }
 
 impl PartialEq for Watched {
@@ -51,6 +63,9 @@ impl Watched {
                 set.insert(key.to_owned());
             }
         }
+        let mut hasher = std::hash::DefaultHasher::new();
+        (&watched.companies, &watched.establishments).hash(&mut hasher);
+        watched.fingerprint = hasher.finish();
         watched
     }
 
@@ -107,7 +122,104 @@ pub struct Following<'a> {
     pub events: &'a [String],
 }
 
+/// The rows a list follows under some filters (DuckDB): row id, month and CNPJ, in the served
+/// (stored) order.
+type Matches = Arc<Vec<(i64, String, Option<String>)>>;
+
+/// The matches of the lists asked for last, newest first, `CACHED_ROWS` rows in all at most.
+#[derive(Debug, Default)]
+pub(crate) struct MatchCache(Mutex<VecDeque<(String, Matches)>>);
+
+/// Rows `MatchCache` holds at most (≈ 60 bytes each).
+const CACHED_ROWS: usize = 1_000_000;
+
+impl MatchCache {
+    fn get(&self, key: &str) -> Option<Matches> {
+        let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let at = cached.iter().position(|(k, _)| k == key)?;
+        let hit = cached.remove(at)?;
+        let matches = Arc::clone(&hit.1);
+        cached.push_front(hit);
+        Some(matches)
+    }
+
+    fn put(&self, key: String, matches: Matches) {
+        let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        cached.push_front((key, matches));
+        while cached.len() > 1 && cached.iter().map(|(_, m)| m.len()).sum::<usize>() > CACHED_ROWS {
+            cached.pop_back();
+        }
+    }
+}
+
 impl Store {
+    /// A page of the changes a list follows under `filters` (`narrowed` to the months and
+    /// companies that changed), from a DuckDB file, and the total.
+    pub(crate) fn watched_page(
+        &self,
+        table: &str,
+        filters: &ChangeFilters,
+        watched: &Watched,
+        narrowed: &Narrowed,
+        (page, per_page): (u64, u64),
+        locale: Locale,
+    ) -> Result<(u64, Vec<Change>), StoreError> {
+        let key = format!("{:x} {:?}", watched.fingerprint, ChangeFilters { watched: None, ..filters.clone() });
+        let matches = match self.matches.get(&key) {
+            Some(matches) => matches,
+            None => {
+                let matches = Arc::new(self.watched_matches(table, filters, watched, narrowed)?);
+                self.matches.put(key, Arc::clone(&matches));
+                matches
+            }
+        };
+        let offset = page.saturating_sub(1).saturating_mul(per_page).min(matches.len() as u64) as usize;
+        let rows = &matches[offset..(offset + per_page as usize).min(matches.len())];
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            return Ok((matches.len() as u64, Vec::new()));
+        };
+        // The months (and, within one, the CNPJs) of the page narrow the scan to its row groups.
+        let ids = rows.iter().map(|r| r.0.to_string()).collect::<Vec<_>>().join(",");
+        let mut sql = format!("SELECT {COLUMNS} FROM {table} WHERE rowid IN ({ids}) AND month BETWEEN $1 AND $2");
+        let mut params = vec![first.1.clone(), last.1.clone()];
+        if let (true, Some(from), Some(to)) = (first.1 == last.1, &first.2, &last.2) {
+            sql.push_str(" AND cnpj BETWEEN $3 AND $4");
+            params.extend([from.clone(), to.clone()]);
+        }
+        sql.push_str(" ORDER BY rowid");
+        let rows = self.backend.rows("watchlist page", &sql, &params)?;
+        Ok((matches.len() as u64, rows.into_iter().map(|r| self.change(r, locale)).collect()))
+    }
+
+    /// Every row a list follows under `filters`: the rows of its companies that changed, read
+    /// with the other filters, then `Watched::follows`.
+    fn watched_matches(
+        &self,
+        table: &str,
+        filters: &ChangeFilters,
+        watched: &Watched,
+        narrowed: &Narrowed,
+    ) -> Result<Vec<(i64, String, Option<String>)>, StoreError> {
+        let others = ChangeFilters { watched: None, ..filters.clone() };
+        let months = Narrowed { months: narrowed.months.clone(), bases: None };
+        let (clause, mut params) = others.sql(Some(&months));
+        params.push(narrowed.bases.as_deref().unwrap_or_default().join(","));
+        let and = if clause.is_empty() { " WHERE" } else { " AND" };
+        let sql = format!(
+            "SELECT CAST(rowid AS VARCHAR), month, cnpj, cnpj_basico, field FROM {table}{clause}{and} \
+             cnpj_basico IN (SELECT unnest(string_to_array(${}, ','))) ORDER BY rowid",
+            params.len()
+        );
+        let rows = self.backend.rows("watchlist matches", &sql, &params)?;
+        let follows =
+            |r: &Vec<Option<String>>| watched.follows(opt(r, 2).as_deref(), &text(r, 3), opt(r, 4).as_deref());
+        Ok(rows
+            .into_iter()
+            .filter(follows)
+            .map(|r| (text(&r, 0).parse().unwrap_or(0), text(&r, 1), opt(&r, 2)))
+            .collect())
+    }
+
     /// The changes of `month` each of `lists` follows, in the served order (what `changes`
     /// pages for `month`, `events` and `watched`), all lists in one pass (see the module docs).
     pub fn watched_month(
@@ -137,9 +249,14 @@ impl Store {
                 watchers.entry(basico).or_default().push(i as u32);
             }
         }
+        // In the served order: a DuckDB file stores its rows so, as the events' pages read them.
+        let order = match self.backend.dialect() {
+            Dialect::DuckDb => "rowid".to_owned(),
+            Dialect::Postgres => format!("month, {ORDER_AFTER_MONTH}"),
+        };
         let sql = format!(
             "SELECT {COLUMNS} FROM {table} WHERE month = $1 AND cnpj_basico IN \
-             (SELECT unnest(string_to_array($2, ','))) ORDER BY month, {ORDER_AFTER_MONTH}"
+             (SELECT unnest(string_to_array($2, ','))) ORDER BY {order}"
         );
         let bases = candidates.bases().collect::<Vec<_>>().join(",");
         let rows = self.backend.rows("watchlists' month", &sql, &[month.to_owned(), bases])?;
