@@ -62,9 +62,10 @@ pub fn delivery_id(watchlist_id: i64, month: &str, page: i64) -> String {
 }
 
 impl Accounts {
-    /// Every list with a webhook, and its user.
-    pub fn webhook_watchlists(&self) -> Result<Vec<(i64, Watchlist)>, AccountsError> {
-        dispatch!(self, s => s.webhook_watchlists())
+    /// Every list, and its user (the month's matching takes them all: deliveries for those with a
+    /// webhook, and each one's events ready for its pages).
+    pub fn every_watchlist(&self) -> Result<Vec<(i64, Watchlist)>, AccountsError> {
+        dispatch!(self, s => s.every_watchlist())
     }
 
     /// Whether a list's deliveries of `month` were made already.

@@ -249,9 +249,12 @@ fn deliveries_walk(a: &Accounts, b: &Accounts) {
     let cnpjs = strings(&["11222333"]);
     let hooked = NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: Some("https://h.example/x") };
     let list = a.create_watchlist(ana, &hooked, 10).unwrap().watchlist.id;
-    a.create_watchlist(ana, &NewWatchlist { webhook_url: None, ..hooked }, 10).unwrap();
-    let lists = b.webhook_watchlists().unwrap();
-    assert_eq!(lists.iter().map(|(u, l)| (*u, l.id)).collect::<Vec<_>>(), [(ana, list)]);
+    let quiet = a.create_watchlist(ana, &NewWatchlist { webhook_url: None, ..hooked }, 10).unwrap().watchlist.id;
+    let lists = b.every_watchlist().unwrap();
+    assert_eq!(
+        lists.iter().map(|(u, l)| (*u, l.id, l.webhook_url.is_some())).collect::<Vec<_>>(),
+        [(ana, list, true), (ana, quiet, false)]
+    );
     assert!(!a.has_deliveries(list, "2026-10").unwrap());
     let bodies = strings(&["{\"page\":1}", "{\"page\":2}"]);
     a.enqueue(ana, list, "2026-10", &bodies).unwrap();

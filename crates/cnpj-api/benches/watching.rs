@@ -141,7 +141,7 @@ fn made(server: &Server, accounts: &Path, expected: Option<i64>, limit: Duration
         match expected {
             None => {
                 if let Ok(line) = server.log.recv_timeout(Duration::from_millis(100))
-                    && line.contains("webhook deliveries of the month made")
+                    && line.contains("watchlists matched against the month")
                 {
                     let seconds = line.split("seconds=").nth(1)?.split_whitespace().next()?;
                     return seconds.parse().ok();

@@ -76,9 +76,9 @@ fn tick(state: &AppState, enqueued: Option<SystemTime>, every: Duration) -> Resu
     Ok(Some(served.since))
 }
 
-/// The served month's events of every list with a webhook that has no delivery of it yet, the
-/// lists matched against the month together (`Store::watched_month`), `PASS_ENTRIES` entries at a
-/// time.
+/// The served month's events of every list, the lists matched against the month together
+/// (`Store::watched_month`, `PASS_ENTRIES` entries at a time): made into deliveries for a list
+/// with a webhook that has none of the month yet, and kept by the store for every list's pages.
 fn enqueue(state: &AppState, store: &Store) -> Result<(), ApiError> {
     let month = store.source_month().to_owned();
     if month.is_empty() {
@@ -88,15 +88,13 @@ fn enqueue(state: &AppState, store: &Store) -> Result<(), ApiError> {
     let accounts = &state.accounts;
     let (mut pass, mut entries) = (Vec::new(), 0);
     let mut made = Made::default();
-    for (user, list) in timed("deliveries", || accounts.webhook_watchlists())? {
-        if timed("deliveries", || accounts.has_deliveries(list.id, &month))? {
-            continue;
-        }
+    for (user, list) in timed("deliveries", || accounts.every_watchlist())? {
+        let hooked = list.webhook_url.is_some() && !timed("deliveries", || accounts.has_deliveries(list.id, &month))?;
         let Some((list, keys)) = timed("deliveries", || accounts.watchlist(user, list.id, 0, None))? else {
             continue;
         };
         entries += keys.len();
-        pass.push((user, list, Watched::new(keys.iter().map(String::as_str))));
+        pass.push(Pass { user, list, watched: Watched::new(keys.iter().map(String::as_str)), hooked });
         if entries >= PASS_ENTRIES {
             made.add(deliver(state, store, &month, &std::mem::take(&mut pass))?);
             entries = 0;
@@ -105,14 +103,8 @@ fn enqueue(state: &AppState, store: &Store) -> Result<(), ApiError> {
     made.add(deliver(state, store, &month, &pass)?);
     if made.lists > 0 {
         let seconds = started.elapsed().as_secs_f64();
-        tracing::info!(
-            month,
-            made.lists,
-            made.matched,
-            made.deliveries,
-            seconds,
-            "webhook deliveries of the month made"
-        );
+        let Made { lists, delivered, deliveries } = made;
+        tracing::info!(month, lists, delivered, deliveries, seconds, "watchlists matched against the month");
     }
     Ok(())
 }
@@ -121,38 +113,41 @@ fn enqueue(state: &AppState, store: &Store) -> Result<(), ApiError> {
 /// (≈ 100 MB a million entries), so a bigger store takes more passes, not more memory.
 const PASS_ENTRIES: usize = 1_000_000;
 
-/// What `enqueue` made: lists looked at, lists with events, deliveries.
+/// A list of a pass: its user, itself, its entries, and whether it is due a delivery.
+struct Pass {
+    user: i64,
+    list: Watchlist,
+    watched: Watched,
+    hooked: bool,
+}
+
+/// What `enqueue` made: lists matched, lists delivered (with events), deliveries.
 #[derive(Default)]
 struct Made {
     lists: usize,
-    matched: usize,
+    delivered: usize,
     deliveries: usize,
 }
 
 impl Made {
     fn add(&mut self, other: Made) {
         self.lists += other.lists;
-        self.matched += other.matched;
+        self.delivered += other.delivered;
         self.deliveries += other.deliveries;
     }
 }
 
-/// One pass: the month's events of `lists` (user, list, entries), and their deliveries made.
-fn deliver(
-    state: &AppState,
-    store: &Store,
-    month: &str,
-    lists: &[(i64, Watchlist, Watched)],
-) -> Result<Made, ApiError> {
+/// One pass: the month's events of `lists`, and the deliveries of those due one.
+fn deliver(state: &AppState, store: &Store, month: &str, lists: &[Pass]) -> Result<Made, ApiError> {
     let following: Vec<Following> =
-        lists.iter().map(|(_, list, watched)| Following { watched, events: &list.events }).collect();
+        lists.iter().map(|p| Following { watched: &p.watched, events: &p.list.events }).collect();
     let events = store.watched_month(month, &following, Locale::PtBr)?;
     let mut made = Made { lists: lists.len(), ..Made::default() };
-    for ((user, list, _), events) in lists.iter().zip(events) {
-        let bodies = pages(&events, list.id, month);
+    for (pass, events) in lists.iter().zip(events).filter(|(p, _)| p.hooked) {
+        let bodies = pages(&events, pass.list.id, month);
         if !bodies.is_empty() {
-            timed("deliveries", || state.accounts.enqueue(*user, list.id, month, &bodies))?;
-            made.matched += 1;
+            timed("deliveries", || state.accounts.enqueue(pass.user, pass.list.id, month, &bodies))?;
+            made.delivered += 1;
             made.deliveries += bodies.len();
         }
     }

@@ -18,7 +18,7 @@
 //! backends. Cost: one scan of the month's `cnpj_basico` against the candidate companies, and
 //! memory for the matched rows only (BENCHMARKS.md, "Watchlists matched against a month at 1.0").
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -126,9 +126,19 @@ pub struct Following<'a> {
 /// (stored) order.
 type Matches = Arc<Vec<(i64, String, Option<String>)>>;
 
-/// The matches of the lists asked for last, newest first, `CACHED_ROWS` rows in all at most.
+/// The matches of the lists asked for last (and of every list for the month served, found when
+/// the month's watchlists are matched), `CACHED_ROWS` rows in all at most (an empty one counts
+/// as one): the least recently asked for go first.
 #[derive(Debug, Default)]
-pub(crate) struct MatchCache(Mutex<VecDeque<(String, Matches)>>);
+pub(crate) struct MatchCache(Mutex<Cached>);
+
+#[derive(Debug, Default)]
+struct Cached {
+    entries: HashMap<String, (u64, Matches)>,
+    /// Incremented at each use: an entry's last use.
+    clock: u64,
+    rows: usize,
+}
 
 /// Rows `MatchCache` holds at most (≈ 60 bytes each).
 const CACHED_ROWS: usize = 1_000_000;
@@ -136,20 +146,33 @@ const CACHED_ROWS: usize = 1_000_000;
 impl MatchCache {
     fn get(&self, key: &str) -> Option<Matches> {
         let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let at = cached.iter().position(|(k, _)| k == key)?;
-        let hit = cached.remove(at)?;
-        let matches = Arc::clone(&hit.1);
-        cached.push_front(hit);
-        Some(matches)
+        cached.clock += 1;
+        let clock = cached.clock;
+        let (used, matches) = cached.entries.get_mut(key)?;
+        *used = clock;
+        Some(Arc::clone(matches))
     }
 
     fn put(&self, key: String, matches: Matches) {
         let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        cached.push_front((key, matches));
-        while cached.len() > 1 && cached.iter().map(|(_, m)| m.len()).sum::<usize>() > CACHED_ROWS {
-            cached.pop_back();
+        cached.clock += 1;
+        cached.rows += matches.len().max(1);
+        let clock = cached.clock;
+        if let Some((_, old)) = cached.entries.insert(key, (clock, matches)) {
+            cached.rows -= old.len().max(1);
+        }
+        while cached.rows > CACHED_ROWS && cached.entries.len() > 1 {
+            let oldest = cached.entries.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| k.clone());
+            if let Some((_, gone)) = oldest.and_then(|k| cached.entries.remove(&k)) {
+                cached.rows -= gone.len().max(1);
+            }
         }
     }
+}
+
+/// What `MatchCache` knows a list's matches under some filters by.
+fn match_key(watched: &Watched, filters: &ChangeFilters) -> String {
+    format!("{:x} {:?}", watched.fingerprint, ChangeFilters { watched: None, ..filters.clone() })
 }
 
 impl Store {
@@ -164,7 +187,7 @@ impl Store {
         (page, per_page): (u64, u64),
         locale: Locale,
     ) -> Result<(u64, Vec<Change>), StoreError> {
-        let key = format!("{:x} {:?}", watched.fingerprint, ChangeFilters { watched: None, ..filters.clone() });
+        let key = match_key(watched, filters);
         let matches = match self.matches.get(&key) {
             Some(matches) => matches,
             None => {
@@ -242,45 +265,60 @@ impl Store {
         if candidates.is_empty() {
             return Ok(out);
         }
-        // Each candidate company's lists.
-        let mut watchers: HashMap<String, Vec<u32>> = HashMap::new();
-        for (i, list) in lists.iter().enumerate() {
-            for basico in list.watched.bases.intersection(&candidates).bases() {
-                watchers.entry(basico).or_default().push(i as u32);
-            }
-        }
+        let watchers = watchers(lists, &candidates);
         // In the served order: a DuckDB file stores its rows so, as the events' pages read them.
-        let order = match self.backend.dialect() {
-            Dialect::DuckDb => "rowid".to_owned(),
-            Dialect::Postgres => format!("month, {ORDER_AFTER_MONTH}"),
+        let (order, duckdb) = match self.backend.dialect() {
+            Dialect::DuckDb => ("rowid".to_owned(), true),
+            Dialect::Postgres => (format!("month, {ORDER_AFTER_MONTH}"), false),
         };
+        let rowid = if duckdb { ", CAST(rowid AS VARCHAR)" } else { "" };
         let sql = format!(
-            "SELECT {COLUMNS} FROM {table} WHERE month = $1 AND cnpj_basico IN \
+            "SELECT {COLUMNS}{rowid} FROM {table} WHERE month = $1 AND cnpj_basico IN \
              (SELECT unnest(string_to_array($2, ','))) ORDER BY {order}"
         );
         let bases = candidates.bases().collect::<Vec<_>>().join(",");
         let rows = self.backend.rows("watchlists' month", &sql, &[month.to_owned(), bases])?;
+        let mut matches = vec![Vec::new(); lists.len()];
         for row in rows {
             let (cnpj, basico, event, field) = (opt(&row, 1), text(&row, 2), text(&row, 3), opt(&row, 4));
-            let takers: Vec<usize> = watchers
-                .get(&basico)
-                .into_iter()
-                .flatten()
-                .map(|&i| i as usize)
-                .filter(|&i| {
-                    let list = lists[i];
-                    (list.events.is_empty() || list.events.contains(&event))
-                        && list.watched.follows(cnpj.as_deref(), &basico, field.as_deref())
-                })
-                .collect();
+            let follows = |&i: &usize| {
+                let list = lists[i];
+                (list.events.is_empty() || list.events.contains(&event))
+                    && list.watched.follows(cnpj.as_deref(), &basico, field.as_deref())
+            };
+            let takers: Vec<usize> =
+                watchers.get(&basico).into_iter().flatten().map(|&i| i as usize).filter(follows).collect();
+            if duckdb {
+                let at = (text(&row, 7).parse().unwrap_or(0), month.to_owned(), cnpj.clone());
+                takers.iter().for_each(|&i| matches[i].push(at.clone()));
+            }
             if let Some((&last, rest)) = takers.split_last() {
                 let change = self.change(row, locale);
                 rest.iter().for_each(|&i| out[i].push(change.clone()));
                 out[last].push(change);
             }
         }
+        // Every list's pages of the month are ready (`watched_page`).
+        if duckdb && self.tables.companies.is_some() {
+            for (list, matches) in lists.iter().zip(matches) {
+                let filters =
+                    ChangeFilters { month: Some(month.to_owned()), events: list.events.to_vec(), ..Default::default() };
+                self.matches.put(match_key(list.watched, &filters), Arc::new(matches));
+            }
+        }
         Ok(out)
     }
+}
+
+/// Each candidate company's lists (their indices in `lists`).
+fn watchers(lists: &[Following], candidates: &Companies) -> HashMap<String, Vec<u32>> {
+    let mut watchers: HashMap<String, Vec<u32>> = HashMap::new();
+    for (i, list) in lists.iter().enumerate() {
+        for basico in list.watched.bases.intersection(candidates).bases() {
+            watchers.entry(basico).or_default().push(i as u32);
+        }
+    }
+    watchers
 }
 
 #[cfg(test)]

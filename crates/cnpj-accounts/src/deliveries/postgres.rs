@@ -33,9 +33,9 @@ fn mine(c: &mut impl GenericClient, user_id: i64, watchlist_id: i64) -> Result<b
 }
 
 impl Pg {
-    pub(crate) fn webhook_watchlists(&self) -> Result<Vec<(i64, Watchlist)>, AccountsError> {
+    pub(crate) fn every_watchlist(&self) -> Result<Vec<(i64, Watchlist)>, AccountsError> {
         let lists = self.with(|c| {
-            let rows = c.query("SELECT user_id, id FROM watchlists WHERE webhook_url IS NOT NULL ORDER BY id", &[])?;
+            let rows = c.query("SELECT user_id, id FROM watchlists ORDER BY id", &[])?;
             Ok(rows.iter().map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1))).collect::<Vec<_>>())
         })?;
         let mut out = Vec::with_capacity(lists.len());

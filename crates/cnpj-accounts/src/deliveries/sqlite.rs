@@ -28,11 +28,10 @@ fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
 }
 
 impl Sqlite {
-    pub(crate) fn webhook_watchlists(&self) -> Result<Vec<(i64, Watchlist)>, AccountsError> {
+    pub(crate) fn every_watchlist(&self) -> Result<Vec<(i64, Watchlist)>, AccountsError> {
         let lists = {
             let conn = self.conn();
-            let mut stmt =
-                conn.prepare("SELECT user_id, id FROM watchlists WHERE webhook_url IS NOT NULL ORDER BY id")?;
+            let mut stmt = conn.prepare("SELECT user_id, id FROM watchlists ORDER BY id")?;
             stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?.collect::<Result<Vec<_>, _>>()?
         };
         let mut out = Vec::with_capacity(lists.len());
