@@ -106,16 +106,16 @@ fn body(r: &Received) -> Value {
 }
 
 /// Two replicas, four lists of three users (every changed company, half of them, a third), a
-/// receiver answering each POST after 150 ms: once the month is published, both replicas take
-/// it up and deliver, and every page reaches the receiver exactly once, signed by its list's
-/// secret, charged once.
+/// receiver answering each POST after 250 ms (seconds of sending, which both replicas join):
+/// once the month is published, both replicas take it up and deliver, and every page reaches the
+/// receiver exactly once, signed by its list's secret, charged once.
 #[test]
 fn two_replicas_deliver_each_page_of_a_new_publication_once() {
     let dir = tempfile::tempdir().unwrap();
     let m = months(dir.path());
     let flags: Vec<&str> = FLAGS.iter().copied().chain(["--metrics-listen", "127.0.0.1:0"]).collect();
     let replicas = [pg_server(&m.url, &flags), pg_server(&m.url, &flags)];
-    let receiver = Receiver::answering(204, Duration::from_millis(150), 0);
+    let receiver = Receiver::answering(204, Duration::from_millis(250), 0);
     let (all, half, third): (Vec<String>, Vec<String>, Vec<String>) = (
         m.changed.clone(),
         m.changed.iter().step_by(2).cloned().collect(),
