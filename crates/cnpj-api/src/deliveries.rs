@@ -1,10 +1,11 @@
 //! Webhook deliveries, sent by the API process: each tick, once a dataset is served (at start,
 //! after a SIGHUP swap or a new Postgres publication), the month's events of every list with a
 //! webhook that has none of that month yet are made into deliveries in the accounts store (pages of at most
-//! 1,000 events, ids stable); then the deliveries due are claimed under a lease (one replica
-//! sends each), charged 1 credit each (without one a delivery waits, and goes on once there is),
-//! and POSTed by `cnpj-webhooks`. A non-2xx answer or none is tried again after 1 minute,
-//! doubling, at most 6 hours apart, for 24 hours; then it has failed, and its user may retry it.
+//! 1,000 events, ids stable); then the deliveries due are claimed one at a time under a lease
+//! (one replica sends each; one that dies leaves it to the next once the lease ran out), charged
+//! 1 credit at each attempt (without one a delivery waits, and goes on once there is), and POSTed
+//! by `cnpj-webhooks`. A non-2xx answer or none is tried again after 1 minute, doubling, at most
+//! 6 hours apart, for 24 hours; then it has failed, and its user may retry it.
 //! Routes: `GET /api/v1/watchlists/{id}/deliveries`, `POST …/deliveries/{delivery_id}/retry`.
 
 use std::sync::Arc;
@@ -26,10 +27,6 @@ use crate::server::{self, AppState, Caller, Shared, blocking, timed};
 
 /// Events a delivery carries at most.
 const PAGE: usize = 1000;
-/// How long a claimed delivery is the claimer's (past a delivery's 10 s, with room).
-const LEASE: i64 = 60;
-/// Deliveries claimed at a time.
-const CLAIM: i64 = 20;
 /// The first wait after a failed attempt, doubling after each, never past `MAX_WAIT`; attempts
 /// stop `RETRY_FOR` after the delivery was made (or retried by its user).
 const FIRST_WAIT: i64 = 60;
@@ -43,8 +40,8 @@ fn now() -> i64 {
 }
 
 /// Starts the sender: every `every`, the deliveries of a dataset newly served are made, and the
-/// due ones sent.
-pub fn spawn(state: Shared, every: Duration) {
+/// due ones sent, each claimed for `lease` (longer than an attempt: the POST's 10 s and more).
+pub fn spawn(state: Shared, every: Duration, lease: Duration) {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -52,7 +49,7 @@ pub fn spawn(state: Shared, every: Duration) {
         loop {
             ticks.tick().await;
             let s = Arc::clone(&state);
-            let ran = tokio::task::spawn_blocking(move || tick(&s, enqueued, every)).await;
+            let ran = tokio::task::spawn_blocking(move || tick(&s, enqueued, every, lease)).await;
             match ran {
                 Ok(Ok(served)) => enqueued = served,
                 Ok(Err(e)) => {
@@ -67,12 +64,17 @@ pub fn spawn(state: Shared, every: Duration) {
 /// One tick: the deliveries of the dataset served, unless they were made since it was served
 /// (`enqueued`: when the dataset they were made of was served); then the due ones. Returns when
 /// the dataset whose deliveries are made was served.
-fn tick(state: &AppState, enqueued: Option<SystemTime>, every: Duration) -> Result<Option<SystemTime>, ApiError> {
+fn tick(
+    state: &AppState,
+    enqueued: Option<SystemTime>,
+    every: Duration,
+    lease: Duration,
+) -> Result<Option<SystemTime>, ApiError> {
     let served = state.served();
     if enqueued != Some(served.since) {
         enqueue(state, &served.store)?;
     }
-    send_due(state, every)?;
+    send_due(state, every, lease)?;
     Ok(Some(served.since))
 }
 
@@ -173,23 +175,25 @@ fn pages(events: &[Change], id: i64, month: &str) -> Vec<String> {
     events.chunks(PAGE).enumerate().map(body).collect()
 }
 
-/// Sends the deliveries due, a claim at a time, until none is left.
-fn send_due(state: &AppState, every: Duration) -> Result<(), ApiError> {
+/// Sends the deliveries due until none is left, claiming one at a time: a claim of several would
+/// keep the last ones past their lease while the first are sent, and another replica would send
+/// them too.
+fn send_due(state: &AppState, every: Duration, lease: Duration) -> Result<(), ApiError> {
     let accounts = &state.accounts;
+    let lease = lease.as_secs() as i64;
     loop {
-        let due = timed("deliveries", || accounts.claim_deliveries(now(), LEASE, CLAIM))?;
-        if due.is_empty() {
+        let Some(d) = timed("deliveries", || accounts.claim_deliveries(now(), lease, 1))?.pop() else {
             return Ok(());
-        }
-        for d in due {
-            let (attempt, outcome) = attempt(state, &d, every);
-            metrics::counter!("cnpj_webhook_deliveries_total", "outcome" => outcome).increment(1);
-            timed("deliveries", || accounts.finish_delivery(&d.delivery.id, &attempt, now()))?;
-        }
+        };
+        let (attempt, outcome) = attempt(state, &d, every);
+        metrics::counter!("cnpj_webhook_deliveries_total", "outcome" => outcome).increment(1);
+        timed("deliveries", || accounts.finish_delivery(&d.delivery.id, &attempt, now()))?;
     }
 }
 
 /// One attempt at a delivery: charged, then sent; what became of it and its outcome's label.
+/// Every attempt is charged as it starts: a POST cut by its sender's death was charged, and the
+/// one that resumes it is charged again, like any other retry.
 fn attempt(state: &AppState, d: &Due, every: Duration) -> (Attempt, &'static str) {
     let Some(url) = &d.url else {
         return (Attempt::Failed { error: "the list has no webhook any more".into() }, "failed");

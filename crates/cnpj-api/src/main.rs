@@ -173,6 +173,11 @@ struct ServeArgs {
     /// send (due ones).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     webhook_interval: u64,
+    /// Seconds a replica holds the delivery it is sending: if it dies, another replica (or it,
+    /// restarted) sends it again once this ran out. At least 15, longer than an attempt (the
+    /// POST's 10 s, and resolving the webhook's host, which that limit does not cover).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(15..))]
+    webhook_lease: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -363,7 +368,8 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
         if matches!(source, Source::Postgres { .. }) {
             server::watch_publications(Arc::clone(&state), Duration::from_secs(reload_check));
         }
-        deliveries::spawn(Arc::clone(&state), Duration::from_secs(args.webhook_interval));
+        let (every, lease) = (Duration::from_secs(args.webhook_interval), Duration::from_secs(args.webhook_lease));
+        deliveries::spawn(Arc::clone(&state), every, lease);
         let tools = mcp::service(Arc::clone(&state));
         server::flush_usage_periodically(Arc::clone(&state));
         let pages = cnpj_pages::router(Arc::clone(state.accounts()), pages);

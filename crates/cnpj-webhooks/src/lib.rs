@@ -2,7 +2,7 @@
 //! `guard` decides where a webhook may lead (https only, public addresses only, unless the
 //! operator allows otherwise), `sign` signs a body (HMAC-SHA256 of timestamp and body), `send`
 //! makes one POST to the address that was checked: no redirect followed, at most 64 KiB of the
-//! answer read, 10 s in all.
+//! answer's body read, 10 s in all.
 
 mod guard;
 mod send;

@@ -7,7 +7,8 @@
 //! Module `operating`: probes and status, metrics (scraped by a real Prometheus), request ids and
 //! the JSON log, shutdown. Module `people`: the account as JSON, plans, usage counting, the
 //! operator's commands for people and the pages beside the API. Module `watchlists`: lists per
-//! user, their events (over evolved synthetic months too).
+//! user, their events (over evolved synthetic months too), webhooks. Module `webhooks`: deliveries
+//! by two replicas on one Postgres store (each page once), and after a sender killed mid-delivery.
 
 mod changes;
 mod docs;
@@ -15,6 +16,7 @@ mod mcp;
 mod operating;
 mod people;
 mod watchlists;
+mod webhooks;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -18,7 +18,7 @@ fn now_secs() -> i64 {
 }
 
 /// The metrics listener's exposition.
-fn scrape(s: &Server) -> String {
+pub(super) fn scrape(s: &Server) -> String {
     let r = request(s.metrics.as_deref().expect("a metrics listener"), "GET", "/metrics", None, None);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
@@ -34,7 +34,7 @@ fn series(text: &str) -> std::collections::BTreeSet<&str> {
 type Labels<'a> = &'a [(&'a str, &'a str)];
 
 /// The sum of the samples of `name` whose labels include `labels` (`None`: no such sample).
-fn value(text: &str, name: &str, labels: Labels) -> Option<f64> {
+pub(super) fn value(text: &str, name: &str, labels: Labels) -> Option<f64> {
     let mut sum = None;
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some((id, number)) = line.rsplit_once(' ') else { continue };

@@ -7,9 +7,10 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Map, Value, json};
@@ -395,51 +396,86 @@ impl Planted {
     }
 }
 
-/// What a receiver got: the request's headers (lower-case names) and body.
-struct Received {
-    headers: std::collections::HashMap<String, String>,
-    body: Vec<u8>,
+/// What a receiver got: the request's headers (lower-case names) and body, and when.
+pub(super) struct Received {
+    pub(super) headers: std::collections::HashMap<String, String>,
+    pub(super) body: Vec<u8>,
+    pub(super) at: Instant,
 }
 
-/// A webhook receiver on loopback: answers every POST with the status it is set to, and keeps
-/// what it got.
-struct Receiver {
-    url: String,
+impl Received {
+    /// Whether `X-Registry-Signature` is the HMAC-SHA256 of the timestamp, a dot and the body,
+    /// keyed by `secret`.
+    pub(super) fn signed_by(&self, secret: &str) -> bool {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{}.", self.headers["x-registry-timestamp"]).as_bytes());
+        mac.update(&self.body);
+        self.headers["x-registry-signature"] == format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    }
+}
+
+/// A webhook receiver on loopback: answers every POST with the status it is set to (each
+/// connection on a thread of its own), and keeps what it got.
+pub(super) struct Receiver {
+    pub(super) url: String,
     status: Arc<AtomicU16>,
-    got: Arc<Mutex<Vec<Received>>>,
+    pub(super) got: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Receiver {
     fn start(status: u16) -> Receiver {
+        Receiver::answering(status, Duration::ZERO, 0)
+    }
+
+    /// A receiver that answers after `delay`, and never answers the first `held` requests: it
+    /// keeps their connections open until the sender closes them.
+    pub(super) fn answering(status: u16, delay: Duration, held: usize) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         let (status, got) = (Arc::new(AtomicU16::new(status)), Arc::new(Mutex::new(Vec::new())));
         let (answer, kept) = (Arc::clone(&status), Arc::clone(&got));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut headers = std::collections::HashMap::new();
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                loop {
-                    line.clear();
-                    if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
-                        break;
+                let Ok(mut stream) = stream else { continue };
+                let (answer, kept) = (Arc::clone(&answer), Arc::clone(&kept));
+                std::thread::spawn(move || {
+                    let Some(received) = Receiver::read(&stream) else { return };
+                    let mut got = kept.lock().unwrap();
+                    got.push(received);
+                    if got.len() <= held {
+                        drop(got);
+                        let _ = std::io::copy(&mut stream, &mut std::io::sink());
+                        return;
                     }
-                    if let Some((k, v)) = line.trim_end().split_once(": ") {
-                        headers.insert(k.to_ascii_lowercase(), v.to_owned());
-                    }
-                }
-                let length = headers.get("content-length").map_or(0, |l| l.parse().unwrap());
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
-                kept.lock().unwrap().push(Received { headers, body });
-                let code = answer.load(Ordering::SeqCst);
-                let _ = (&stream).write_all(format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes());
+                    drop(got);
+                    std::thread::sleep(delay);
+                    let code = answer.load(Ordering::SeqCst);
+                    let _ = stream.write_all(format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes());
+                });
             }
         });
         Receiver { url, status, got }
+    }
+
+    /// One request, or none when the sender went away before it was whole.
+    fn read(stream: &TcpStream) -> Option<Received> {
+        let mut reader = BufReader::new(stream);
+        let mut headers = std::collections::HashMap::new();
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).ok()? == 0 || line == "\r\n" {
+                break;
+            }
+            if let Some((k, v)) = line.trim_end().split_once(": ") {
+                headers.insert(k.to_ascii_lowercase(), v.to_owned());
+            }
+        }
+        let length = headers.get("content-length").map_or(0, |l| l.parse().unwrap());
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).ok()?;
+        Some(Received { headers, body, at: Instant::now() })
     }
 
     fn count(&self) -> usize {
@@ -449,15 +485,15 @@ impl Receiver {
 
 /// Polls the list's deliveries until `done` holds of them (20 s at most).
 fn deliveries_until(s: &Server, token: &str, list: u64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = get(s, &format!("{LISTS}/{list}/deliveries"), token);
         let items = r.body["data"].as_array().unwrap().clone();
         if done(&items) {
             return items;
         }
-        assert!(std::time::Instant::now() < deadline, "deliveries of list {list}: {items:?}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(Instant::now() < deadline, "deliveries of list {list}: {items:?}");
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -482,7 +518,7 @@ fn webhooks_deliver_the_month_signed_once_it_is_served() {
         let made = post(&s, LISTS, token, &json!({"name": "hooked", "cnpjs": entries, "webhook_url": url}));
         secrets.push(made.body["data"]["webhook_secret"].as_str().unwrap().to_owned());
     }
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(2));
     assert_eq!(good.count() + bad.count(), 0, "nothing is sent before a month is served after the lists were made");
     s.signal("-HUP");
 
@@ -507,11 +543,7 @@ fn webhooks_deliver_the_month_signed_once_it_is_served() {
         *head.as_object().unwrap()
     );
     assert_eq!(got.headers["x-registry-delivery"], "wl1-2026-10-1");
-    let timestamp = &got.headers["x-registry-timestamp"];
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secrets[0].as_bytes()).unwrap();
-    mac.update(format!("{timestamp}.").as_bytes());
-    mac.update(&got.body);
-    assert_eq!(got.headers["x-registry-signature"], format!("sha256={}", hex::encode(mac.finalize().into_bytes())));
+    assert!(got.signed_by(&secrets[0]) && !got.signed_by(&secrets[1]), "{:?}", got.headers);
     let listed =
         call(&s, &doc, "GET", "/api/v1/watchlists/{id}/deliveries", &format!("{LISTS}/1/deliveries"), &ana, None);
     assert_eq!(listed.body["total"], 1);
