@@ -197,6 +197,25 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// Invalid entries (every one named, with its field), too many at once, or no name: nothing
+/// stored (`ana` has one list, `id`, of 2 entries).
+fn refused_whole(a: &Accounts, ana: i64, id: i64, new: &NewWatchlist<'_>) {
+    let bad = strings(&["44555666", "11222333000182", "nope"]);
+    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &bad, ..*new });
+    assert!(matches!(&refused, Err(AccountsError::InvalidCnpjs(i)) if i.len() == 2), "{refused:?}");
+    let change = WatchlistChange { add: &bad[1..], remove: &bad[2..], ..Default::default() };
+    let Err(AccountsError::InvalidCnpjs(invalid)) = a.update_watchlist(ana, id, &change) else { panic!("refused") };
+    let named: Vec<(&str, &str)> = invalid.iter().map(|i| (i.field, i.entry.as_str())).collect();
+    assert_eq!(named, [("add", "11222333000182"), ("add", "nope"), ("remove", "nope")]);
+    let too_many = vec!["44555666".to_owned(); cnpj_accounts::MAX_PER_REQUEST + 1];
+    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &too_many, ..*new });
+    assert!(matches!(refused, Err(AccountsError::TooManyCnpjs("cnpjs"))), "{refused:?}");
+    let unnamed = a.create_watchlist(ana, &NewWatchlist { name: "  ", ..*new });
+    assert!(matches!(unnamed, Err(AccountsError::WatchlistName)), "{unnamed:?}");
+    assert_eq!(a.watchlists(ana).unwrap().len(), 1);
+    assert_eq!(a.watchlist(ana, id, 0, None).unwrap().unwrap().0.entries, 2);
+}
+
 /// Lists kept per user within the cap, on either store.
 fn watchlists_walk(a: &Accounts) {
     let ana = a.create_user("ana", 0).unwrap().id;
@@ -211,21 +230,7 @@ fn watchlists_walk(a: &Accounts) {
     assert_eq!(a.watchlist(bia, id, 0, None).unwrap(), None, "another user's list is not found");
     assert!(!a.delete_watchlist(bia, id).unwrap());
 
-    // Invalid entries: every one named, nothing stored.
-    let bad = strings(&["44555666", "11222333000182", "nope"]);
-    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &bad, ..new });
-    assert!(matches!(&refused, Err(AccountsError::InvalidCnpjs(i)) if i.len() == 2), "{refused:?}");
-    let change = WatchlistChange { add: &bad[1..], remove: &bad[2..], ..Default::default() };
-    let Err(AccountsError::InvalidCnpjs(invalid)) = a.update_watchlist(ana, id, &change) else { panic!("refused") };
-    let named: Vec<(&str, &str)> = invalid.iter().map(|i| (i.field, i.entry.as_str())).collect();
-    assert_eq!(named, [("add", "11222333000182"), ("add", "nope"), ("remove", "nope")]);
-    let too_many = vec!["44555666".to_owned(); cnpj_accounts::MAX_PER_REQUEST + 1];
-    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &too_many, ..new });
-    assert!(matches!(refused, Err(AccountsError::TooManyCnpjs("cnpjs"))), "{refused:?}");
-    let unnamed = a.create_watchlist(ana, &NewWatchlist { name: "  ", ..new });
-    assert!(matches!(unnamed, Err(AccountsError::WatchlistName)), "{unnamed:?}");
-    assert_eq!(a.watchlists(ana).unwrap().len(), 1);
-    assert_eq!(a.watchlist(ana, id, 0, None).unwrap().unwrap().0.entries, 2);
+    refused_whole(a, ana, id, &new);
 
     // The cap counts every list of the user.
     let many: Vec<String> = (0..9).map(|i| format!("{:08}", 10 + i)).collect();
