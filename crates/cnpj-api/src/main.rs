@@ -391,7 +391,7 @@ fn webhook_policy(args: &ServeArgs) -> cnpj_webhooks::Policy {
     cnpj_webhooks::Policy { allow_http: args.allow_http_webhooks, allow_private: args.allow_private_webhooks }
 }
 
-/// The pages' settings: who may sign up, the cookies' `Secure`, the mail.
+/// The pages' settings: who may sign up, the cookies' `Secure`, the mail, where webhooks may lead.
 fn pages_config(args: &ServeArgs, public_url: &str) -> anyhow::Result<cnpj_pages::Config> {
     let signup = match args.signup {
         SignupArg::Open => cnpj_pages::Signup::Open,
@@ -402,7 +402,7 @@ fn pages_config(args: &ServeArgs, public_url: &str) -> anyhow::Result<cnpj_pages
         (Some(url), Some(from)) => Some(cnpj_pages::Mailer::new(url, from, public_url)?),
         _ => None,
     };
-    Ok(cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail })
+    Ok(cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail, webhooks: webhook_policy(args) })
 }
 
 async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
