@@ -34,7 +34,9 @@ pub use people::{Person, Role, Status, check_password, hash_password};
 pub use plans::{Plan, Plans, PlansError};
 pub use sessions::{Link, LinkKind, SESSION_IDLE, SESSION_MAX, Session};
 pub use usage::{AuditEntry, Debit, UsageRow, UserSummary};
-pub use watchlists::{InvalidEntry, NewWatchlist, Saved, Watchlist, WatchlistChange, watch_key};
+pub use watchlists::{
+    InvalidEntry, MAX_NAME, MAX_PER_REQUEST, NewWatchlist, Saved, Watchlist, WatchlistChange, watch_key,
+};
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -71,7 +73,13 @@ pub enum AccountsError {
     /// Entries of a watchlist request that are no CNPJ: the request stored nothing.
     #[error("invalid CNPJs: {0:?}")]
     InvalidCnpjs(Vec<InvalidEntry>),
-    /// The user's entries over all their lists would pass their cap: nothing stored.
+    /// More than `MAX_PER_REQUEST` CNPJs in a field of a watchlist request: nothing stored.
+    #[error("at most {MAX_PER_REQUEST} CNPJs a request ({0})")]
+    TooManyCnpjs(&'static str),
+    /// A watchlist's name that is empty or longer than `MAX_NAME` characters: nothing stored.
+    #[error("a list's name has 1 to {MAX_NAME} characters")]
+    WatchlistName,
+    /// The user's entries over all their lists would pass their plan's cap: nothing stored.
     #[error("{watched} CNPJs watched, over the cap of {cap}")]
     OverCap { cap: u64, watched: u64 },
 }
@@ -151,14 +159,12 @@ impl Accounts {
     /// The SQLite store at `path` (created when missing).
     pub fn open(path: &Path) -> Result<Accounts, AccountsError> {
         let store = sqlite::Sqlite::open(path)?;
-        store.create_watchlist_tables()?;
         Ok(Accounts { inner: Inner::Sqlite(store), plans: Plans::default() })
     }
 
     /// The Postgres store (schema `cnpj_accounts`, created when missing) that replicas share.
     pub fn open_postgres(url: &str) -> Result<Accounts, AccountsError> {
         let store = postgres::Pg::open(url)?;
-        store.create_watchlist_tables()?;
         Ok(Accounts { inner: Inner::Postgres(store), plans: Plans::default() })
     }
 
@@ -340,9 +346,47 @@ mod people_tests {
         assert_eq!(a.ledger(user.id, 50).unwrap().len(), 2);
         let version: i64 =
             rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 1);
+        assert_eq!(version, 2);
         drop(a);
         Accounts::open(&path).unwrap().authenticate("cnpj_abcdefghijkl").unwrap().expect("opened again");
+    }
+
+    #[test]
+    fn a_store_of_version_1_gets_the_watchlists_whether_it_has_their_tables_or_not() {
+        for had_tables in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("accounts.sqlite");
+            let old = rusqlite::Connection::open(&path).unwrap();
+            old.execute_batch(include_str!("../../../sql/sqlite/accounts.sql")).unwrap();
+            old.execute_batch(include_str!("../../../sql/sqlite/accounts-1.sql")).unwrap();
+            old.execute_batch(
+                "PRAGMA user_version = 1; INSERT INTO users (name, credits, created_at) VALUES ('ana', 0, 1)",
+            )
+            .unwrap();
+            if had_tables {
+                // Earlier builds made the very same tables whenever a store was opened.
+                old.execute_batch(include_str!("../../../sql/sqlite/accounts-2.sql")).unwrap();
+                old.execute_batch(
+                    "INSERT INTO watchlists (user_id, name, events, entries, created_at, updated_at) \
+                     VALUES (1, 'kept', '', 1, 1, 1); INSERT INTO watchlist_entries VALUES (1, '11222333')",
+                )
+                .unwrap();
+            }
+            drop(old);
+            let a = Accounts::open(&path).unwrap();
+            let version: i64 =
+                rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+            assert_eq!(version, 2, "had the tables: {had_tables}");
+            let cnpjs = ["33683111".to_owned()];
+            a.create_watchlist(1, &NewWatchlist { name: "new", cnpjs: &cnpjs, events: &[], webhook_url: None })
+                .unwrap();
+            let names: Vec<String> = a.watchlists(1).unwrap().into_iter().map(|l| l.name).collect();
+            let expected: &[&str] = if had_tables { &["kept", "new"] } else { &["new"] };
+            assert_eq!(names, expected);
+            if had_tables {
+                assert_eq!(a.watchlist(1, 1, 0, None).unwrap().unwrap().1, ["11222333"], "its entries kept");
+            }
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ fn default_max_tokens() -> u32 {
 }
 
 fn default_max_watched() -> u32 {
-    100
+    10_000
 }
 
 /// The plans by name, and the one a user without a plan has.
@@ -57,21 +57,16 @@ pub enum PlansError {
 }
 
 impl Default for Plans {
-    /// The built-in plan `free`: no allowance, 100 requests a minute.
+    /// The built-in plan `free`: no allowance, 100 requests a minute, 10,000 CNPJs watched.
     fn default() -> Plans {
-        Plans::free(default_per_minute())
+        Plans::free(default_per_minute(), default_max_watched())
     }
 }
 
 impl Plans {
-    /// The built-in plan `free` alone: no allowance, `requests_per_minute`.
-    pub fn free(requests_per_minute: u32) -> Plans {
-        let free = Plan {
-            monthly_allowance: 0,
-            requests_per_minute,
-            max_tokens: default_max_tokens(),
-            max_watched: default_max_watched(),
-        };
+    /// The built-in plan `free` alone: no allowance, `requests_per_minute`, `max_watched`.
+    pub fn free(requests_per_minute: u32, max_watched: u32) -> Plans {
+        let free = Plan { monthly_allowance: 0, requests_per_minute, max_tokens: default_max_tokens(), max_watched };
         Plans { default: "free".into(), plans: BTreeMap::from([("free".into(), free)]) }
     }
 
@@ -144,5 +139,6 @@ mod tests {
         assert_eq!(plans.of(Some("pro")).1.requests_per_minute, 600);
         assert_eq!(plans.of(Some("gone")).0, "free", "a plan no longer in the file is the default");
         assert_eq!(Plans::default().of(None).0, "free");
+        assert_eq!((plans.of(None).1.max_watched, Plans::free(100, 7).of(None).1.max_watched), (10_000, 7));
     }
 }

@@ -14,7 +14,8 @@ use crate::{
 
 const SCHEMA: &str = include_str!("../../../sql/sqlite/accounts.sql");
 /// The migrations, in order: the store's version is how many of them it has had.
-const MIGRATIONS: [&str; 1] = [include_str!("../../../sql/sqlite/accounts-1.sql")];
+const MIGRATIONS: [&str; 2] =
+    [include_str!("../../../sql/sqlite/accounts-1.sql"), include_str!("../../../sql/sqlite/accounts-2.sql")];
 
 /// Brings the store to the newest version, one migration a transaction.
 fn migrate(conn: &mut Connection) -> Result<(), AccountsError> {

@@ -1,16 +1,22 @@
 //! Watchlists: each user's lists of followed CNPJs (a name, the events followed, an optional
 //! webhook and its secret, the entries). An entry is a CNPJ in any accepted input form, kept
-//! normalized: 14 characters follow that establishment and its company, 8 the whole company. A
-//! request with any invalid CNPJ is refused whole (every invalid one named) and stores nothing; a
-//! user's entries, over all their lists, never pass the cap they are given; another user's list is
-//! not found.
+//! normalized: 14 characters follow that establishment and its company, 8 the whole company. The
+//! rules of a change are here, for every caller (the API and the pages alike): a name of 1 to 100
+//! characters, at most 1,000 CNPJs added (or removed) at once, any invalid CNPJ refusing the whole
+//! request (every invalid one named), and a user's entries over all their lists never past their
+//! plan's `max_watched`; a refused request stores nothing. Another user's list is not found.
 
 mod postgres;
 mod sqlite;
 
-use cnpj_model::CnpjQuery;
+use cnpj_model::{CnpjQuery, InvalidCnpj};
 
-use crate::{Accounts, AccountsError, Inner};
+use crate::{Accounts, AccountsError, Inner, Plans};
+
+/// The most CNPJs a request may add, or remove.
+pub const MAX_PER_REQUEST: usize = 1000;
+/// The longest list name, in characters.
+pub const MAX_NAME: usize = 100;
 
 /// A list as stored (its entries counted, not listed).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,38 +63,44 @@ pub struct Saved {
     pub webhook_secret: Option<String>,
 }
 
-/// An entry that is no CNPJ: the text as sent and why.
+/// An entry that is no CNPJ: the field it was sent in (`cnpjs`, `add` or `remove`), the text as
+/// sent, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InvalidEntry {
+    pub field: &'static str,
     pub entry: String,
-    pub reason: String,
+    pub reason: InvalidCnpj,
 }
 
 /// The stored key of an entry: the 14-character CNPJ, or the 8-character `cnpj_basico`.
-pub fn watch_key(entry: &str) -> Result<String, String> {
-    match CnpjQuery::parse(entry) {
-        Ok(CnpjQuery::Full(cnpj)) => Ok(cnpj.as_str().to_owned()),
-        Ok(query) => Ok(query.basico().to_owned()),
-        Err(e) => Err(e.to_string()),
+pub fn watch_key(entry: &str) -> Result<String, InvalidCnpj> {
+    match CnpjQuery::parse(entry)? {
+        CnpjQuery::Full(cnpj) => Ok(cnpj.as_str().to_owned()),
+        query => Ok(query.basico().to_owned()),
     }
 }
 
-/// The keys of `entries` (duplicates merged), or every invalid one.
-fn keys(entries: &[String]) -> Result<Vec<String>, AccountsError> {
+/// The keys of the entries of `field` (duplicates merged); every invalid one goes to `invalid`.
+fn keys(field: &'static str, entries: &[String], invalid: &mut Vec<InvalidEntry>) -> Vec<String> {
     let mut keys = Vec::with_capacity(entries.len());
-    let mut invalid = Vec::new();
     for entry in entries {
         match watch_key(entry) {
             Ok(key) => keys.push(key),
-            Err(reason) => invalid.push(InvalidEntry { entry: entry.clone(), reason }),
+            Err(reason) => invalid.push(InvalidEntry { field, entry: entry.clone(), reason }),
         }
-    }
-    if !invalid.is_empty() {
-        return Err(AccountsError::InvalidCnpjs(invalid));
     }
     keys.sort_unstable();
     keys.dedup();
-    Ok(keys)
+    keys
+}
+
+/// A list's name: 1 to `MAX_NAME` characters once trimmed.
+fn list_name(raw: &str) -> Result<&str, AccountsError> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() || trimmed.chars().count() > MAX_NAME {
+        return Err(AccountsError::WatchlistName);
+    }
+    Ok(trimmed)
 }
 
 /// A webhook secret: 32 random bytes, hex, after `whsec_`.
@@ -107,35 +119,42 @@ fn events_of(text: &str) -> Vec<String> {
     text.split(',').filter(|e| !e.is_empty()).map(str::to_owned).collect()
 }
 
-/// What a create or a change stores, its CNPJs checked: the keys to add and to remove.
-pub(crate) struct Checked {
+/// What a create or a change stores, its CNPJs checked: the keys to add and to remove, and the
+/// user's plans (their cap is checked in the transaction that stores them).
+pub(crate) struct Checked<'a> {
     add: Vec<String>,
     remove: Vec<String>,
+    plans: &'a Plans,
 }
 
-/// Both lists' CNPJs checked together, so that a 400 names every invalid one.
-fn checked(add: &[String], remove: &[String]) -> Result<Checked, AccountsError> {
-    match (keys(add), keys(remove)) {
-        (Ok(add), Ok(remove)) => Ok(Checked { add, remove }),
-        (Err(AccountsError::InvalidCnpjs(mut a)), Err(AccountsError::InvalidCnpjs(b))) => {
-            a.extend(b);
-            Err(AccountsError::InvalidCnpjs(a))
-        }
-        (Err(e), _) | (_, Err(e)) => Err(e),
+impl Checked<'_> {
+    /// The most CNPJs a user of `plan` may watch over all their lists.
+    fn cap(&self, plan: Option<&str>) -> u64 {
+        u64::from(self.plans.of(plan).1.max_watched)
     }
 }
 
+/// The CNPJs of a request, each field at most `MAX_PER_REQUEST`, checked together so that every
+/// invalid one is named, whichever field it was sent in.
+fn checked<'a>(fields: [(&'static str, &[String]); 2], plans: &'a Plans) -> Result<Checked<'a>, AccountsError> {
+    if let Some((field, _)) = fields.iter().find(|(_, entries)| entries.len() > MAX_PER_REQUEST) {
+        return Err(AccountsError::TooManyCnpjs(field));
+    }
+    let mut invalid = Vec::new();
+    let [add, remove] = fields.map(|(field, entries)| keys(field, entries, &mut invalid));
+    if !invalid.is_empty() {
+        return Err(AccountsError::InvalidCnpjs(invalid));
+    }
+    Ok(Checked { add, remove, plans })
+}
+
 impl Accounts {
-    /// Creates a list for `user_id`; `max_watched` caps the user's entries over all their lists.
-    pub fn create_watchlist(
-        &self,
-        user_id: i64,
-        list: &NewWatchlist<'_>,
-        max_watched: u64,
-    ) -> Result<Saved, AccountsError> {
-        let entries = checked(list.cnpjs, &[])?;
+    /// Creates a list for `user_id` (its name trimmed), within the user's plan's cap.
+    pub fn create_watchlist(&self, user_id: i64, list: &NewWatchlist<'_>) -> Result<Saved, AccountsError> {
+        let list = NewWatchlist { name: list_name(list.name)?, ..*list };
+        let entries = checked([("cnpjs", list.cnpjs), ("remove", &[])], &self.plans)?;
         let secret = list.webhook_url.map(|_| new_secret()).transpose()?;
-        dispatch!(self, s => s.create_watchlist(user_id, list, &entries.add, secret, max_watched))
+        dispatch!(self, s => s.create_watchlist(user_id, &list, &entries, secret))
     }
 
     /// The user's lists, oldest first.
@@ -155,18 +174,19 @@ impl Accounts {
         dispatch!(self, s => s.watchlist(user_id, id, offset, limit))
     }
 
-    /// Changes one of the user's lists; `None` when the user has no such list.
+    /// Changes one of the user's lists (a new name trimmed), within the user's plan's cap; `None`
+    /// when the user has no such list.
     pub fn update_watchlist(
         &self,
         user_id: i64,
         id: i64,
         change: &WatchlistChange<'_>,
-        max_watched: u64,
     ) -> Result<Option<Saved>, AccountsError> {
-        let entries = checked(change.add, change.remove)?;
+        let change = WatchlistChange { name: change.name.map(list_name).transpose()?, ..*change };
+        let entries = checked([("add", change.add), ("remove", change.remove)], &self.plans)?;
         // A secret is drawn in case the list needs one: used only then.
         let secret = new_secret()?;
-        dispatch!(self, s => s.update_watchlist(user_id, id, change, &entries, secret, max_watched))
+        dispatch!(self, s => s.update_watchlist(user_id, id, &change, &entries, secret))
     }
 
     /// Deletes one of the user's lists; false when the user has no such list.
@@ -181,7 +201,8 @@ mod tests {
 
     fn check(entries: &[&str], expected: Result<&[&str], &[&str]>) {
         let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
-        let got = keys(&entries).map_err(|e| match e {
+        let plans = Plans::default();
+        let got = checked([("cnpjs", &entries), ("remove", &[])], &plans).map(|c| c.add).map_err(|e| match e {
             AccountsError::InvalidCnpjs(invalid) => invalid.into_iter().map(|i| i.entry).collect::<Vec<_>>(),
             other => panic!("{other}"),
         });
@@ -199,5 +220,18 @@ mod tests {
         );
         check(&["11222333000182", "11222333", "x", "1122233300018"], Err(&["11222333000182", "x", "1122233300018"]));
         check(&[], Ok(&[]));
+        check(&["11222333"; MAX_PER_REQUEST], Ok(&["11222333"]));
+        let many = vec!["11222333".to_owned(); MAX_PER_REQUEST + 1];
+        let over = checked([("add", &[]), ("remove", &many)], &Plans::default()).map(|_| ());
+        assert!(matches!(over, Err(AccountsError::TooManyCnpjs("remove"))), "{over:?}");
+    }
+
+    #[test]
+    fn names_are_trimmed_and_bounded() {
+        assert_eq!(list_name("  suppliers ").unwrap(), "suppliers");
+        assert_eq!(list_name(&"é".repeat(MAX_NAME)).unwrap().chars().count(), MAX_NAME);
+        for bad in ["", "   ", &"x".repeat(MAX_NAME + 1)] {
+            assert!(matches!(list_name(bad), Err(AccountsError::WatchlistName)), "{bad:?}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The accounts store on Postgres, as API replicas share it: two `Accounts` opened on one
-//! database charge (allowance and credits) and count requests concurrently; a store of version 0
-//! migrated; people, sessions, links, usage and erasure on Postgres. Needs the throwaway cluster
+//! database charge (allowance and credits) and count requests concurrently; stores of versions 0
+//! and 1 migrated; people, sessions, links, usage and erasure on Postgres. Needs the throwaway cluster
 //! of `scripts/test`. Watchlists and their deliveries: one walk through every operation, on SQLite
 //! and on Postgres.
 
@@ -92,9 +92,44 @@ fn a_store_of_version_0_is_migrated_on_postgres() {
     let user = a.authenticate(&token).unwrap().unwrap();
     assert_eq!(a.charge(user.id, 2, "detail").unwrap(), Ok(5));
     let version: i32 = old.query_one("SELECT version FROM cnpj_accounts.version", &[]).unwrap().get(0);
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
     drop(a);
     Accounts::open_postgres(&url).unwrap().authenticate(&token).unwrap().expect("opened again, nothing lost");
+}
+
+#[test]
+fn a_store_of_version_1_gets_the_watchlists_on_postgres_whether_it_has_their_tables_or_not() {
+    for had_tables in [false, true] {
+        let url = pg_database();
+        let mut old = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        old.batch_execute(include_str!("../../../sql/postgres/accounts.sql")).unwrap();
+        old.batch_execute("SET search_path TO cnpj_accounts").unwrap();
+        old.batch_execute(include_str!("../../../sql/postgres/accounts-1.sql")).unwrap();
+        old.batch_execute(
+            "CREATE TABLE version (version integer NOT NULL); INSERT INTO version VALUES (1); \
+             INSERT INTO users (name, credits, created_at) VALUES ('ana', 0, 1)",
+        )
+        .unwrap();
+        if had_tables {
+            // Earlier builds made the very same tables whenever a store was opened.
+            old.batch_execute(include_str!("../../../sql/postgres/accounts-2.sql")).unwrap();
+            old.batch_execute(
+                "INSERT INTO watchlists (user_id, name, events, entries, created_at, updated_at) \
+                 VALUES (1, 'kept', '', 1, 1, 1); INSERT INTO watchlist_entries VALUES (1, '11222333')",
+            )
+            .unwrap();
+        }
+        let a = Accounts::open_postgres(&url).unwrap();
+        let version: i32 = old.query_one("SELECT version FROM version", &[]).unwrap().get(0);
+        assert_eq!(version, 2, "had the tables: {had_tables}");
+        let cnpjs = strings(&["33683111"]);
+        a.create_watchlist(1, &NewWatchlist { name: "new", cnpjs: &cnpjs, events: &[], webhook_url: None }).unwrap();
+        let names: Vec<String> = a.watchlists(1).unwrap().into_iter().map(|l| l.name).collect();
+        assert_eq!(names, if had_tables { strings(&["kept", "new"]) } else { strings(&["new"]) });
+        if had_tables {
+            assert_eq!(a.watchlist(1, 1, 0, None).unwrap().unwrap().1, ["11222333"], "its entries kept");
+        }
+    }
 }
 
 #[test]
@@ -135,26 +170,50 @@ fn people_sessions_links_and_usage_on_postgres() {
     }
     assert!(a.login_wait(&["account:ana@example.com".to_owned()]).unwrap().is_some());
     let cnpjs = ["11222333".to_owned()];
-    a.create_watchlist(ana.id, &NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: None }, 10).unwrap();
+    a.create_watchlist(ana.id, &NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: None }).unwrap();
     a.erase(ana.id).unwrap();
     assert!(a.session(&session).unwrap().is_none());
     assert!(a.person_by_email("ana@example.com").unwrap().is_none());
     assert!(a.watchlists(ana.id).unwrap().is_empty(), "the watchlists erased too");
 }
 
+/// The plans of the watchlists' walk: 10 CNPJs watched by default, 12 on `more`.
+fn small_caps() -> Plans {
+    Plans::parse("default = \"free\"\n[plans.free]\nmax_watched = 10\n[plans.more]\nmax_watched = 12\n").unwrap()
+}
+
 #[test]
 fn watchlists_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    watchlists_walk(&Accounts::open(&dir.path().join("accounts.sqlite")).unwrap());
+    watchlists_walk(&Accounts::open(&dir.path().join("accounts.sqlite")).unwrap().with_plans(small_caps()));
 }
 
 #[test]
 fn watchlists_on_postgres() {
-    watchlists_walk(&Accounts::open_postgres(&pg_database()).unwrap());
+    watchlists_walk(&Accounts::open_postgres(&pg_database()).unwrap().with_plans(small_caps()));
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Invalid entries (every one named, with its field), too many at once, or no name: nothing
+/// stored (`ana` has one list, `id`, of 2 entries).
+fn refused_whole(a: &Accounts, ana: i64, id: i64, new: &NewWatchlist<'_>) {
+    let bad = strings(&["44555666", "11222333000182", "nope"]);
+    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &bad, ..*new });
+    assert!(matches!(&refused, Err(AccountsError::InvalidCnpjs(i)) if i.len() == 2), "{refused:?}");
+    let change = WatchlistChange { add: &bad[1..], remove: &bad[2..], ..Default::default() };
+    let Err(AccountsError::InvalidCnpjs(invalid)) = a.update_watchlist(ana, id, &change) else { panic!("refused") };
+    let named: Vec<(&str, &str)> = invalid.iter().map(|i| (i.field, i.entry.as_str())).collect();
+    assert_eq!(named, [("add", "11222333000182"), ("add", "nope"), ("remove", "nope")]);
+    let too_many = vec!["44555666".to_owned(); cnpj_accounts::MAX_PER_REQUEST + 1];
+    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &too_many, ..*new });
+    assert!(matches!(refused, Err(AccountsError::TooManyCnpjs("cnpjs"))), "{refused:?}");
+    let unnamed = a.create_watchlist(ana, &NewWatchlist { name: "  ", ..*new });
+    assert!(matches!(unnamed, Err(AccountsError::WatchlistName)), "{unnamed:?}");
+    assert_eq!(a.watchlists(ana).unwrap().len(), 1);
+    assert_eq!(a.watchlist(ana, id, 0, None).unwrap().unwrap().0.entries, 2);
 }
 
 /// Lists kept per user within the cap, on either store.
@@ -163,7 +222,7 @@ fn watchlists_walk(a: &Accounts) {
     let bia = a.create_user("bia", 0).unwrap().id;
     let cnpjs = strings(&["11.222.333/0001-81", "33683111", "11222333000181"]);
     let new = NewWatchlist { name: "suppliers", cnpjs: &cnpjs, events: &[], webhook_url: None };
-    let saved = a.create_watchlist(ana, &new, 10).unwrap();
+    let saved = a.create_watchlist(ana, &new).unwrap();
     assert_eq!((saved.watchlist.entries, saved.webhook_secret), (2, None));
     let id = saved.watchlist.id;
     let (list, entries) = a.watchlist(ana, id, 0, None).unwrap().unwrap();
@@ -171,26 +230,19 @@ fn watchlists_walk(a: &Accounts) {
     assert_eq!(a.watchlist(bia, id, 0, None).unwrap(), None, "another user's list is not found");
     assert!(!a.delete_watchlist(bia, id).unwrap());
 
-    // Invalid entries: every one named, nothing stored.
-    let bad = strings(&["44555666", "11222333000182", "nope"]);
-    let refused = a.create_watchlist(ana, &NewWatchlist { cnpjs: &bad, ..new }, 10);
-    assert!(matches!(&refused, Err(AccountsError::InvalidCnpjs(i)) if i.len() == 2), "{refused:?}");
-    let change = WatchlistChange { add: &bad, ..Default::default() };
-    assert!(matches!(a.update_watchlist(ana, id, &change, 10), Err(AccountsError::InvalidCnpjs(_))));
-    assert_eq!(a.watchlists(ana).unwrap().len(), 1);
-    assert_eq!(a.watchlist(ana, id, 0, None).unwrap().unwrap().0.entries, 2);
+    refused_whole(a, ana, id, &new);
 
     // The cap counts every list of the user.
     let many: Vec<String> = (0..9).map(|i| format!("{:08}", 10 + i)).collect();
-    let over = a.create_watchlist(ana, &NewWatchlist { name: "many", cnpjs: &many, ..new }, 10);
+    let over = a.create_watchlist(ana, &NewWatchlist { name: "many", cnpjs: &many, ..new });
     assert!(matches!(over, Err(AccountsError::OverCap { cap: 10, watched: 11 })), "{over:?}");
     assert_eq!(a.watchlists(ana).unwrap().len(), 1, "nothing stored");
     let url = "https://hooks.example.com/cnpj";
     let with_hook = NewWatchlist { name: "many", cnpjs: &many[..8], webhook_url: Some(url), ..new };
-    let second = a.create_watchlist(ana, &with_hook, 10).unwrap();
+    let second = a.create_watchlist(ana, &with_hook).unwrap();
     let secret = second.webhook_secret.clone().unwrap();
     assert!(secret.starts_with("whsec_") && secret.len() == 6 + 64);
-    assert!(a.create_watchlist(bia, &with_hook, 10).is_ok(), "caps are per user");
+    assert!(a.create_watchlist(bia, &with_hook).is_ok(), "caps are per user");
 
     // A change: add and remove, rename, events, the webhook; a new secret only when asked.
     let events = strings(&["moved", "opened"]);
@@ -201,22 +253,30 @@ fn watchlists_walk(a: &Accounts) {
         events: Some(&events),
         ..Default::default()
     };
-    let changed = a.update_watchlist(ana, id, &change, 10).unwrap().unwrap();
+    let changed = a.update_watchlist(ana, id, &change).unwrap().unwrap();
     assert_eq!((changed.watchlist.entries, changed.webhook_secret), (2, None));
     assert_eq!((changed.watchlist.name.as_str(), &changed.watchlist.events), ("main", &events));
     assert!(changed.watchlist.revision > saved.watchlist.revision);
     let over = WatchlistChange { add: &strings(&["77777777"]), ..Default::default() };
-    assert!(matches!(a.update_watchlist(ana, id, &over, 10), Err(AccountsError::OverCap { .. })));
+    assert!(matches!(a.update_watchlist(ana, id, &over), Err(AccountsError::OverCap { cap: 10, watched: 11 })));
+    // The cap is the user's plan's, as it is when the list changes.
+    a.admin_set_plan(ana, ana, "more").unwrap();
+    assert_eq!(a.update_watchlist(ana, id, &over).unwrap().unwrap().watchlist.entries, 3);
+    let past = WatchlistChange { add: &strings(&["88888888", "99999999"]), ..Default::default() };
+    assert!(matches!(a.update_watchlist(ana, id, &past), Err(AccountsError::OverCap { cap: 12, watched: 13 })));
+    let back = WatchlistChange { remove: &strings(&["77777777"]), ..Default::default() };
+    a.update_watchlist(ana, id, &back).unwrap().unwrap();
+    a.admin_set_plan(ana, ana, "free").unwrap();
     let hook = WatchlistChange { webhook_url: Some(Some(url)), ..Default::default() };
-    let hooked = a.update_watchlist(ana, id, &hook, 10).unwrap().unwrap();
+    let hooked = a.update_watchlist(ana, id, &hook).unwrap().unwrap();
     assert!(hooked.webhook_secret.is_some(), "a first webhook gets a secret");
-    assert!(a.update_watchlist(ana, id, &hook, 10).unwrap().unwrap().webhook_secret.is_none());
+    assert!(a.update_watchlist(ana, id, &hook).unwrap().unwrap().webhook_secret.is_none());
     let rotate = WatchlistChange { rotate_secret: true, ..Default::default() };
-    let rotated = a.update_watchlist(ana, second.watchlist.id, &rotate, 10).unwrap().unwrap();
+    let rotated = a.update_watchlist(ana, second.watchlist.id, &rotate).unwrap().unwrap();
     assert!(rotated.webhook_secret.is_some_and(|s| s != secret));
     let unhook = WatchlistChange { webhook_url: Some(None), ..Default::default() };
-    assert_eq!(a.update_watchlist(ana, id, &unhook, 10).unwrap().unwrap().watchlist.webhook_url, None);
-    assert_eq!(a.update_watchlist(bia, id, &unhook, 10).unwrap(), None);
+    assert_eq!(a.update_watchlist(ana, id, &unhook).unwrap().unwrap().watchlist.webhook_url, None);
+    assert_eq!(a.update_watchlist(bia, id, &unhook).unwrap(), None);
 
     // Entries paged in key order; a list deleted with its entries.
     let (_, page) = a.watchlist(ana, second.watchlist.id, 2, Some(3)).unwrap().unwrap();
@@ -248,8 +308,8 @@ fn deliveries_walk(a: &Accounts, b: &Accounts) {
     let bia = a.create_user("bia", 0).unwrap().id;
     let cnpjs = strings(&["11222333"]);
     let hooked = NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: Some("https://h.example/x") };
-    let list = a.create_watchlist(ana, &hooked, 10).unwrap().watchlist.id;
-    let quiet = a.create_watchlist(ana, &NewWatchlist { webhook_url: None, ..hooked }, 10).unwrap().watchlist.id;
+    let list = a.create_watchlist(ana, &hooked).unwrap().watchlist.id;
+    let quiet = a.create_watchlist(ana, &NewWatchlist { webhook_url: None, ..hooked }).unwrap().watchlist.id;
     let lists = b.every_watchlist().unwrap();
     assert_eq!(
         lists.iter().map(|(u, l)| (*u, l.id, l.webhook_url.is_some())).collect::<Vec<_>>(),

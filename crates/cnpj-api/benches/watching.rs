@@ -28,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cnpj_accounts::{Accounts, NewWatchlist};
+use cnpj_accounts::{Accounts, NewWatchlist, Plans, WatchlistChange};
 
 mod common;
 
@@ -50,7 +50,8 @@ fn sample_entries(db: &Path, n: usize) -> Vec<String> {
 /// The store: `lists` users with a list each of `entries` over all, with webhooks; one user
 /// (`big`) with the list of `big` entries and a token (returned with the list's id).
 fn generate(path: &Path, sample: &[String], lists: usize, big: usize) -> (String, i64) {
-    let accounts = Accounts::open(path).unwrap();
+    // A plan that lets the big list be (a change adds 1,000 CNPJs at most).
+    let accounts = Accounts::open(path).unwrap().with_plans(Plans::free(1_000_000, big as u32));
     let (small, large) = sample.split_at(sample.len() - big);
     let per_list = small.len().div_ceil(lists);
     let some: Vec<String> = SOME_EVENTS.iter().map(|e| e.to_string()).collect();
@@ -59,11 +60,15 @@ fn generate(path: &Path, sample: &[String], lists: usize, big: usize) -> (String
         let events = if i % 5 == 4 { &some[..] } else { &[] };
         let url = format!("https://hooks.example.com/{i}");
         let list = NewWatchlist { name: "suppliers", cnpjs, events, webhook_url: Some(&url) };
-        accounts.create_watchlist(user.id, &list, u64::MAX).unwrap();
+        accounts.create_watchlist(user.id, &list).unwrap();
     }
     let user = accounts.create_user("big", 1_000_000_000).unwrap();
-    let list = NewWatchlist { name: "big", cnpjs: large, events: &[], webhook_url: None };
-    let id = accounts.create_watchlist(user.id, &list, u64::MAX).unwrap().watchlist.id;
+    let (first, rest) = large.split_at(large.len().min(1000));
+    let list = NewWatchlist { name: "big", cnpjs: first, events: &[], webhook_url: None };
+    let id = accounts.create_watchlist(user.id, &list).unwrap().watchlist.id;
+    for add in rest.chunks(1000) {
+        accounts.update_watchlist(user.id, id, &WatchlistChange { add, ..Default::default() }).unwrap();
+    }
     (accounts.issue_token("big", None).unwrap(), id)
 }
 

@@ -47,7 +47,7 @@ struct Cli {
     log_format: LogFormat,
     /// The plans (TOML: `default = "NAME"` and a `[plans.NAME]` table per plan with
     /// `monthly_allowance`, `requests_per_minute`, `max_tokens`, `max_watched`). Without it, one
-    /// plan `free`: no allowance, --rate-limit requests per minute.
+    /// plan `free`: no allowance, --rate-limit requests per minute, --max-watched CNPJs watched.
     #[arg(long, global = true, env = "CNPJ_API_PLANS")]
     plans: Option<PathBuf>,
     /// The service's address as people reach it, for the links the accounts commands print and
@@ -159,9 +159,10 @@ struct ServeArgs {
     /// Connections open at once; beyond it, new ones wait in the listen backlog.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
-    /// The most CNPJs a user may watch, over all their watchlists.
+    /// The most CNPJs a user may watch, over all their watchlists, without --plans (with it, each
+    /// plan says).
     #[arg(long, default_value_t = 10_000)]
-    max_watched: u64,
+    max_watched: u32,
     /// Accept `http` webhook URLs (by default `https` only).
     #[arg(long)]
     allow_http_webhooks: bool,
@@ -309,7 +310,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Serve(args) => {
-            let plans = plans.unwrap_or_else(|| Plans::free(args.rate_limit));
+            let plans = plans.unwrap_or_else(|| Plans::free(args.rate_limit, args.max_watched));
             serve(*args, accounts.with_plans(plans), &cli.public_url)
         }
         Command::Accounts { command } => {
@@ -321,6 +322,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// `serve`: opens the dataset, serves it until SIGTERM or Ctrl-C, then flushes the accounts store.
 fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Result<()> {
     let pages = pages_config(&args, public_url)?;
+    let watching = watching::Settings::new(webhook_policy(&args));
     let source = match (args.db, args.postgres) {
         (Some(path), _) => Source::DuckDb(path),
         (None, Some(url)) => Source::Postgres { url, schema: args.schema },
@@ -338,9 +340,6 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
     }
     let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
     let limiter = limits::RateLimiter::new(Duration::from_secs(args.rate_window));
-    let webhooks =
-        cnpj_webhooks::Policy { allow_http: args.allow_http_webhooks, allow_private: args.allow_private_webhooks };
-    let watching = watching::Settings::new(args.max_watched, webhooks);
     let state = Arc::new(server::AppState::new(store, accounts, limiter, prices).with_watchlists(watching));
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
@@ -393,7 +392,12 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
     Ok(())
 }
 
-/// The pages' settings: who may sign up, the cookies' `Secure`, the mail.
+/// Where webhooks may lead (for the API's routes and the pages alike).
+fn webhook_policy(args: &ServeArgs) -> cnpj_webhooks::Policy {
+    cnpj_webhooks::Policy { allow_http: args.allow_http_webhooks, allow_private: args.allow_private_webhooks }
+}
+
+/// The pages' settings: who may sign up, the cookies' `Secure`, the mail, where webhooks may lead.
 fn pages_config(args: &ServeArgs, public_url: &str) -> anyhow::Result<cnpj_pages::Config> {
     let signup = match args.signup {
         SignupArg::Open => cnpj_pages::Signup::Open,
@@ -404,7 +408,7 @@ fn pages_config(args: &ServeArgs, public_url: &str) -> anyhow::Result<cnpj_pages
         (Some(url), Some(from)) => Some(cnpj_pages::Mailer::new(url, from, public_url)?),
         _ => None,
     };
-    Ok(cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail })
+    Ok(cnpj_pages::Config { signup, secure_cookies: !args.insecure_cookies, mail, webhooks: webhook_policy(args) })
 }
 
 async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {

@@ -1,6 +1,6 @@
-//! What the server is told about watchlists and their webhooks (the cap of watched CNPJs, where a
-//! webhook may lead), and the lists' entries it keeps in memory between requests for their
-//! events, each while its list's revision stays.
+//! What the server is told about watchlists' webhooks (where one may lead), and the lists' entries
+//! it keeps in memory between requests for their events, each while its list's revision stays.
+//! (The cap of watched CNPJs is each user's plan's, checked by the accounts store.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,25 +10,17 @@ use cnpj_store::Watched;
 /// Lists whose entries are kept.
 const KEPT_LISTS: usize = 256;
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Settings {
-    /// The most CNPJs a user may watch over all their lists.
-    pub max_watched: u64,
     /// Where webhooks may lead (`http`, private addresses: tests, a receiver on the same host).
     pub webhooks: cnpj_webhooks::Policy,
     /// Each list's entries as last read, by list id: (revision, entries).
     kept: Mutex<HashMap<i64, (i64, Arc<Watched>)>>,
 }
 
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings::new(10_000, cnpj_webhooks::Policy::default())
-    }
-}
-
 impl Settings {
-    pub fn new(max_watched: u64, webhooks: cnpj_webhooks::Policy) -> Settings {
-        Settings { max_watched, webhooks, kept: Mutex::default() }
+    pub fn new(webhooks: cnpj_webhooks::Policy) -> Settings {
+        Settings { webhooks, kept: Mutex::default() }
     }
 
     /// A list's entries, if they were kept at this revision.

@@ -224,13 +224,175 @@ const TEXTS: &[(&str, [&str; 3])] = &[
     (
         "delete_warning",
         [
-            "Apaga e-mail, nome, senha, sessões e tokens. O histórico de débitos e de uso fica, anônimo.",
-            "Erases email, name, password, sessions and tokens. The debit and usage history stays, anonymous.",
-            "Borra correo, nombre, contraseña, sesiones y tokens. El historial de débitos y de uso queda, anónimo.",
+            "Apaga e-mail, nome, senha, sessões, tokens e listas. O histórico de débitos e de uso fica, anônimo.",
+            "Erases email, name, password, sessions, tokens and watchlists. The debit and usage history stays, anonymous.",
+            "Borra correo, nombre, contraseña, sesiones, tokens y listas. El historial de débitos y de uso queda, anónimo.",
         ],
     ),
     ("deleted", ["Conta excluída.", "Account deleted.", "Cuenta eliminada."]),
     ("chart_title", ["Requisições por dia", "Requests per day", "Solicitudes por día"]),
+    ("watchlists", ["Listas de acompanhamento", "Watchlists", "Listas de seguimiento"]),
+    ("watchlist", ["Lista de acompanhamento", "Watchlist", "Lista de seguimiento"]),
+    ("list_name", ["Nome da lista", "List name", "Nombre de la lista"]),
+    ("entries_count", ["CNPJs", "CNPJs", "CNPJ"]),
+    ("cnpjs_watched", ["CNPJs acompanhados", "CNPJs watched", "CNPJ seguidos"]),
+    ("webhook", ["Webhook", "Webhook", "Webhook"]),
+    ("none", ["nenhum", "none", "ninguno"]),
+    ("events_followed", ["Eventos acompanhados", "Events followed", "Eventos seguidos"]),
+    ("all_events", ["todos", "all", "todos"]),
+    (
+        "watched_of_cap",
+        [
+            "CNPJs acompanhados em todas as listas / limite do seu plano",
+            "CNPJs watched over all your lists / your plan's limit",
+            "CNPJ seguidos en todas sus listas / límite de su plan",
+        ],
+    ),
+    ("create_list", ["Criar lista", "Create a list", "Crear lista"]),
+    (
+        "cnpjs_to_add",
+        [
+            "CNPJs a incluir, um por linha (até 1.000 por vez)",
+            "CNPJs to add, one a line (up to 1,000 at once)",
+            "CNPJ a añadir, uno por línea (hasta 1.000 a la vez)",
+        ],
+    ),
+    (
+        "cnpjs_to_remove",
+        ["CNPJs a retirar, um por linha", "CNPJs to remove, one a line", "CNPJ a quitar, uno por línea"],
+    ),
+    (
+        "cnpj_forms",
+        [
+            "Com ou sem pontuação. 14 caracteres acompanham o estabelecimento e sua empresa; 8 (a raiz), a empresa inteira.",
+            "With or without punctuation. 14 characters follow that establishment and its company; 8 (the base), the whole company.",
+            "Con o sin puntuación. 14 caracteres siguen ese establecimiento y su empresa; 8 (la raíz), la empresa entera.",
+        ],
+    ),
+    ("webhook_url", ["Endereço do webhook", "Webhook URL", "Dirección del webhook"]),
+    (
+        "webhook_hint",
+        [
+            "Opcional: https. A cada mês, os eventos da lista são enviados para lá (1 crédito por entrega). Vazio: nenhum.",
+            "Optional: https. Every month, the list's events are posted there (1 credit a delivery). Empty: none.",
+            "Opcional: https. Cada mes, los eventos de la lista se envían allí (1 crédito por entrega). Vacío: ninguno.",
+        ],
+    ),
+    ("save_webhook", ["Salvar webhook", "Save the webhook", "Guardar webhook"]),
+    ("rotate_secret", ["Gerar novo segredo", "Make a new secret", "Generar nuevo secreto"]),
+    (
+        "rotate_hint",
+        [
+            "Um novo segredo substitui o atual: as próximas entregas são assinadas com ele.",
+            "A new secret replaces the current one: the next deliveries are signed with it.",
+            "Un nuevo secreto reemplaza al actual: las próximas entregas se firman con él.",
+        ],
+    ),
+    (
+        "new_secret",
+        [
+            "Segredo do webhook (mostrado só agora; guarde-o): assina cada entrega.",
+            "The webhook's secret (shown only now; keep it): it signs every delivery.",
+            "Secreto del webhook (solo se muestra ahora; guárdelo): firma cada entrega.",
+        ],
+    ),
+    ("deliveries", ["Entregas do webhook", "Webhook deliveries", "Entregas del webhook"]),
+    ("deliveries_shown", ["As {} mais recentes de {}.", "The {} newest of {}.", "Las {} más recientes de {}."]),
+    ("month", ["Mês", "Month", "Mes"]),
+    ("page", ["Página", "Page", "Página"]),
+    ("attempts", ["Tentativas", "Attempts", "Intentos"]),
+    ("last_error", ["Último erro", "Last error", "Último error"]),
+    ("retry", ["Tentar de novo", "Retry", "Reintentar"]),
+    ("delivery_pending", ["pendente", "pending", "pendiente"]),
+    ("delivery_waiting_credits", ["aguardando créditos", "waiting for credits", "esperando créditos"]),
+    ("delivery_delivered", ["entregue", "delivered", "entregada"]),
+    ("delivery_failed", ["falhou", "failed", "fallida"]),
+    ("previous", ["Anteriores", "Previous", "Anteriores"]),
+    ("next", ["Seguintes", "Next", "Siguientes"]),
+    ("delete_list", ["Excluir lista", "Delete the list", "Eliminar la lista"]),
+    ("saved", ["Salvo.", "Saved.", "Guardado."]),
+    ("list_created", ["Lista criada.", "List created.", "Lista creada."]),
+    (
+        "list_name_invalid",
+        [
+            "O nome da lista deve ter de 1 a 100 caracteres. Nada foi salvo.",
+            "A list's name has 1 to 100 characters. Nothing was saved.",
+            "El nombre de la lista debe tener de 1 a 100 caracteres. No se guardó nada.",
+        ],
+    ),
+    (
+        "too_many_cnpjs",
+        [
+            "No máximo 1.000 CNPJs por vez. Nada foi salvo.",
+            "At most 1,000 CNPJs at once. Nothing was saved.",
+            "Como máximo 1.000 CNPJ a la vez. No se guardó nada.",
+        ],
+    ),
+    (
+        "over_cap",
+        [
+            "Seu plano permite acompanhar até {} CNPJs em todas as listas; isto daria {}. Nada foi salvo.",
+            "Your plan allows up to {} CNPJs watched over all your lists; this would make {}. Nothing was saved.",
+            "Su plan permite seguir hasta {} CNPJ en todas sus listas; esto daría {}. No se guardó nada.",
+        ],
+    ),
+    (
+        "cnpjs_invalid",
+        [
+            "Estes CNPJs não são válidos; nada foi salvo:",
+            "These CNPJs are not valid; nothing was saved:",
+            "Estos CNPJ no son válidos; no se guardó nada:",
+        ],
+    ),
+    (
+        "cnpj_length",
+        [
+            "tem {} caracteres; um CNPJ tem 14 (ou 8, a raiz)",
+            "has {} characters; a CNPJ has 14 (or 8, its base)",
+            "tiene {} caracteres; un CNPJ tiene 14 (u 8, la raíz)",
+        ],
+    ),
+    (
+        "cnpj_character",
+        ["o caractere {} não é permitido", "character {} is not allowed", "el carácter {} no está permitido"],
+    ),
+    (
+        "cnpj_check_numeric",
+        [
+            "os dígitos verificadores devem ser números",
+            "the check digits must be numbers",
+            "los dígitos verificadores deben ser números",
+        ],
+    ),
+    (
+        "cnpj_check_digits",
+        [
+            "dígitos verificadores errados (esperados: {})",
+            "wrong check digits (expected {})",
+            "dígitos verificadores incorrectos (se esperaban {})",
+        ],
+    ),
+    (
+        "webhook_refused",
+        ["Endereço de webhook recusado: {}.", "Webhook URL refused: {}.", "Dirección de webhook rechazada: {}."],
+    ),
+    ("webhook_scheme", ["deve começar com https://", "it must start with https://", "debe empezar por https://"]),
+    (
+        "webhook_malformed",
+        [
+            "não é um endereço válido (um host, sem espaços nem nome de usuário, até 2.048 bytes)",
+            "it is not a valid URL (a host, no spaces nor user name, up to 2,048 bytes)",
+            "no es una dirección válida (un host, sin espacios ni nombre de usuario, hasta 2.048 bytes)",
+        ],
+    ),
+    (
+        "webhook_private",
+        [
+            "leva a um endereço que não é público ({})",
+            "it leads to an address that is not public ({})",
+            "lleva a una dirección que no es pública ({})",
+        ],
+    ),
     ("language", ["Idioma", "Language", "Idioma"]),
     ("admin", ["Administração", "Administration", "Administración"]),
     ("search_users", ["Buscar por e-mail ou nome", "Search by email or name", "Buscar por correo o nombre"]),

@@ -1,7 +1,8 @@
 //! The service's pages for people, beside the JSON API on the same listener: sign-up, log in and
 //! out, forgotten and reset passwords, email verification (`auth`), and the profile page where a
 //! user sees their plan, balances, usage and ledger and makes and revokes their own API tokens
-//! (`profile`), and the admin pages (`admin`). Server-rendered HTML (askama templates, compiled in, every value escaped), no
+//! (`profile`), their watchlists, each on a page of its own with its webhook and deliveries
+//! (`watchlists`), and the admin pages (`admin`). Server-rendered HTML (askama templates, compiled in, every value escaped), no
 //! JavaScript, in pt-br, en and es (`i18n`), one plain style sheet; verification and reset links
 //! by mail when SMTP is configured (`mail`). What keeps them safe (session cookies, CSRF tokens,
 //! the Origin check, password rules, headers) is `guard`.
@@ -13,6 +14,7 @@ mod guard;
 mod i18n;
 mod mail;
 mod profile;
+mod watchlists;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -51,6 +53,8 @@ pub struct Config {
     pub secure_cookies: bool,
     /// Mail (verification at sign-up, reset links), when SMTP is configured.
     pub mail: Option<Mailer>,
+    /// Where a watchlist's webhook may lead (as the API allows it).
+    pub webhooks: cnpj_webhooks::Policy,
 }
 
 /// Why a password is refused, in English (for the CLI), if it is: under 10 characters, among the
@@ -82,6 +86,13 @@ pub fn router(accounts: Arc<Accounts>, config: Config) -> Router {
         .route("/account/tokens/{prefix}/revoke", post(profile::revoke_token))
         .route("/account/password", post(profile::change_password))
         .route("/account/delete", post(profile::delete))
+        .route("/account/watchlists", post(watchlists::create))
+        .route("/account/watchlists/{id}", get(watchlists::page))
+        .route("/account/watchlists/{id}/entries", post(watchlists::entries))
+        .route("/account/watchlists/{id}/webhook", post(watchlists::webhook))
+        .route("/account/watchlists/{id}/secret", post(watchlists::rotate_secret))
+        .route("/account/watchlists/{id}/delete", post(watchlists::delete))
+        .route("/account/watchlists/{id}/deliveries/{delivery}/retry", post(watchlists::retry))
         .route("/admin", get(admin::page))
         .route("/admin/users/{id}/grant", post(admin::grant))
         .route("/admin/users/{id}/plan", post(admin::plan))
@@ -364,6 +375,23 @@ mod templates {
         pub amount: i64,
     }
 
+    pub struct ListLine {
+        pub id: i64,
+        pub name: String,
+        pub entries: i64,
+        pub webhook: String,
+    }
+
+    /// The form that makes a list, as sent when it was refused (else empty), and why.
+    #[derive(Default)]
+    pub struct ListForm {
+        pub error: Option<String>,
+        pub invalid: Vec<String>,
+        pub name: String,
+        pub cnpjs: String,
+        pub webhook_url: String,
+    }
+
     #[derive(Template)]
     #[template(path = "account.html")]
     pub struct Account {
@@ -383,6 +411,49 @@ mod templates {
         pub chart: Option<String>,
         pub usage: Vec<UsageLine>,
         pub ledger: Vec<LedgerLine>,
+        pub watchlists: Vec<ListLine>,
+        /// How many CNPJs the user watches, and how many their plan allows.
+        pub watched: i64,
+        pub max_watched: u32,
+        pub list_form: ListForm,
+    }
+
+    pub struct DeliveryLine {
+        pub id: String,
+        pub month: String,
+        pub page: String,
+        pub status: String,
+        pub attempts: i64,
+        pub last_error: String,
+        /// Whether it may be retried (it failed, or was delivered).
+        pub retry: bool,
+    }
+
+    #[derive(Template)]
+    #[template(path = "watchlist.html")]
+    pub struct Watchlist {
+        pub common: Common,
+        pub error: Option<String>,
+        pub invalid: Vec<String>,
+        pub notice: Option<String>,
+        pub new_secret: Option<String>,
+        pub id: i64,
+        pub name: String,
+        pub entries: i64,
+        pub events: String,
+        pub webhook: String,
+        pub has_webhook: bool,
+        pub created: String,
+        pub cnpjs: Vec<String>,
+        /// The pages of entries before and after this one, when there are.
+        pub previous: Option<u64>,
+        pub next: Option<u64>,
+        /// The forms' fields as sent when they were refused (else empty; the webhook's: the URL).
+        pub add: String,
+        pub remove: String,
+        pub webhook_url: String,
+        pub deliveries: Vec<DeliveryLine>,
+        pub deliveries_shown: String,
     }
 
     pub struct UserLine {

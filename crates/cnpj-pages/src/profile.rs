@@ -1,7 +1,8 @@
 //! The profile page, `/account`: plan, the allowance left and the credits, the rate limit, the
-//! tokens (made here, shown once; revoked here), usage of the last 30 days as a chart and a table,
-//! the last 50 debits; and changing the password or deleting the account (erasure: the ledger
-//! and the usage stay under an anonymous id).
+//! tokens (made here, shown once; revoked here), the watchlists (made here; each has a page of its
+//! own, `watchlists`), usage of the last 30 days as a chart and a table, the last 50 debits; and
+//! changing the password or deleting the account (erasure: the ledger and the usage stay under an
+//! anonymous id).
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -10,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use cnpj_accounts::{Accounts, AccountsError, Session};
 
 use crate::guard::password_problem;
-use crate::templates::{self, LedgerLine, TokenRow, UsageLine};
+use crate::templates::{self, LedgerLine, ListForm, ListLine, TokenRow, UsageLine};
 use crate::{Fields, Pages, Visit, blocking, see_other};
 
 /// Days of usage shown.
@@ -18,15 +19,18 @@ const USAGE_DAYS: u32 = 30;
 /// Debits shown.
 const LEDGER: u32 = 50;
 
-fn time(at: i64) -> String {
+pub(crate) fn time(at: i64) -> String {
     cnpj_model::utc_text(at).replace('T', " ").replace('Z', " UTC")
 }
 
 /// What the page shows besides its messages.
-struct Shown {
-    error: Option<&'static str>,
-    notice: Option<&'static str>,
-    new_token: Option<String>,
+#[derive(Default)]
+pub(crate) struct Shown {
+    pub error: Option<&'static str>,
+    pub notice: Option<&'static str>,
+    pub new_token: Option<String>,
+    /// The form that makes a watchlist, as sent when it was refused.
+    pub list_form: ListForm,
 }
 
 /// The page's data for `session`'s user, read from the store (blocking).
@@ -61,6 +65,7 @@ fn account_page(
         .into_iter()
         .map(|d| LedgerLine { when: time(d.at), what: d.what, amount: d.amount })
         .collect();
+    let (watchlists, watched) = watchlist_lines(a, visit, id)?;
     Ok(templates::Account {
         common: visit.common("account"),
         error: shown.error.map(|k| visit.lang.t(k).to_owned()),
@@ -82,7 +87,27 @@ fn account_page(
             .map(|u| UsageLine { day: u.day, endpoint: u.endpoint, requests: u.requests, credits: u.credits })
             .collect(),
         ledger,
+        watchlists,
+        watched,
+        max_watched: terms.max_watched,
+        list_form: shown.list_form,
     })
+}
+
+/// The user's watchlists (each a link to its page, `watchlists`), and how many CNPJs they watch.
+fn watchlist_lines(a: &Accounts, visit: &Visit, user: i64) -> Result<(Vec<ListLine>, i64), AccountsError> {
+    let lists = a.watchlists(user)?;
+    let watched = lists.iter().map(|l| l.entries).sum();
+    let lines = lists
+        .into_iter()
+        .map(|l| ListLine {
+            id: l.id,
+            name: l.name,
+            entries: l.entries,
+            webhook: l.webhook_url.unwrap_or_else(|| visit.lang.t("none").to_owned()),
+        })
+        .collect();
+    Ok((lines, watched))
 }
 
 /// Requests per day of the last `USAGE_DAYS` days, oldest first, days without any included.
@@ -98,7 +123,7 @@ fn per_day(usage: &[cnpj_accounts::UsageRow], now: i64) -> Vec<(String, i64)> {
 }
 
 /// Renders the page for this visit's session.
-async fn show(pages: &Pages, visit: Visit, status: StatusCode, shown: Shown) -> Response {
+pub(crate) async fn show(pages: &Pages, visit: Visit, status: StatusCode, shown: Shown) -> Response {
     let Some((_, session)) = visit.session.clone() else { return see_other("/login") };
     let visit = std::sync::Arc::new(visit);
     let v = std::sync::Arc::clone(&visit);
@@ -110,12 +135,12 @@ async fn show(pages: &Pages, visit: Visit, status: StatusCode, shown: Shown) -> 
 
 /// GET /account (without a session: to /login).
 pub(crate) async fn page(State(pages): State<Pages>, visit: Visit) -> Response {
-    show(&pages, visit, StatusCode::OK, Shown { error: None, notice: None, new_token: None }).await
+    show(&pages, visit, StatusCode::OK, Shown::default()).await
 }
 
 /// The session of a POST from this site's own form, or the answer to give instead: to /login
 /// without a session, 403 without a valid CSRF token or from another origin.
-fn allowed(visit: &Visit, form: &Fields) -> Result<Session, Box<Response>> {
+pub(crate) fn allowed(visit: &Visit, form: &Fields) -> Result<Session, Box<Response>> {
     let Some((_, session)) = visit.session.as_ref() else { return Err(Box::new(see_other("/login"))) };
     if !visit.post_allowed(form.get("csrf_token"), true) {
         return Err(Box::new(visit.forbidden()));
@@ -138,13 +163,8 @@ pub(crate) async fn create_token(State(pages): State<Pages>, visit: Visit, body:
         expiry.parse::<u32>().ok().filter(|d| (1..=3650).contains(d)).map(Some).ok_or(())
     };
     let (Ok(days), false) = (days, name.is_empty()) else {
-        return show(
-            &pages,
-            visit,
-            StatusCode::BAD_REQUEST,
-            Shown { error: Some("token_name"), notice: None, new_token: None },
-        )
-        .await;
+        return show(&pages, visit, StatusCode::BAD_REQUEST, Shown { error: Some("token_name"), ..Shown::default() })
+            .await;
     };
     let id = session.person.id;
     match blocking(&pages, move |a| match a.create_token(id, &name, days) {
@@ -154,16 +174,11 @@ pub(crate) async fn create_token(State(pages): State<Pages>, visit: Visit, body:
     .await
     {
         Ok(Some(token)) => {
-            show(&pages, visit, StatusCode::OK, Shown { error: None, notice: None, new_token: Some(token) }).await
+            show(&pages, visit, StatusCode::OK, Shown { new_token: Some(token), ..Shown::default() }).await
         }
         Ok(None) => {
-            show(
-                &pages,
-                visit,
-                StatusCode::BAD_REQUEST,
-                Shown { error: Some("too_many_tokens"), notice: None, new_token: None },
-            )
-            .await
+            show(&pages, visit, StatusCode::BAD_REQUEST, Shown { error: Some("too_many_tokens"), ..Shown::default() })
+                .await
         }
         Err(e) => e.into_response(),
     }
@@ -201,13 +216,7 @@ pub(crate) async fn change_password(State(pages): State<Pages>, visit: Visit, bo
     let problem =
         if session.person.password_matches(&current) { password_problem(&new, &email) } else { Some("pw_wrong") };
     if let Some(problem) = problem {
-        return show(
-            &pages,
-            visit,
-            StatusCode::BAD_REQUEST,
-            Shown { error: Some(problem), notice: None, new_token: None },
-        )
-        .await;
+        return show(&pages, visit, StatusCode::BAD_REQUEST, Shown { error: Some(problem), ..Shown::default() }).await;
     }
     let id = session.person.id;
     let rotated = blocking(&pages, move |a| {
@@ -229,13 +238,8 @@ pub(crate) async fn delete(State(pages): State<Pages>, visit: Visit, body: Bytes
         Err(response) => return *response,
     };
     if !session.person.password_matches(form.get("password").unwrap_or("")) {
-        return show(
-            &pages,
-            visit,
-            StatusCode::BAD_REQUEST,
-            Shown { error: Some("pw_wrong"), notice: None, new_token: None },
-        )
-        .await;
+        return show(&pages, visit, StatusCode::BAD_REQUEST, Shown { error: Some("pw_wrong"), ..Shown::default() })
+            .await;
     }
     let id = session.person.id;
     match blocking(&pages, move |a| a.erase(id)).await {

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use cnpj_accounts::{Accounts, LinkKind, Plans, Role, Status, hash_password};
+use cnpj_accounts::{Accounts, Attempt, LinkKind, NewWatchlist, Plans, Role, Status, hash_password};
 use cnpj_pages::{Config, Mailer, Signup};
 
 struct Site {
@@ -26,7 +26,8 @@ fn site_with(signup: Signup, secure_cookies: bool) -> Site {
 fn site_mailing(signup: Signup, secure_cookies: bool, smtp: Option<&str>) -> Site {
     let dir = tempfile::tempdir().unwrap();
     let plans = Plans::parse(
-        "default = \"free\"\n[plans.free]\nmonthly_allowance = 10\n[plans.pro]\nmonthly_allowance = 1000\n",
+        "default = \"free\"\n[plans.free]\nmonthly_allowance = 10\n[plans.pro]\nmonthly_allowance = 1000\n\
+         [plans.tiny]\nmax_watched = 3\n",
     )
     .unwrap();
     let accounts = Arc::new(Accounts::open(&dir.path().join("accounts.sqlite")).unwrap().with_plans(plans));
@@ -36,7 +37,8 @@ fn site_mailing(signup: Signup, secure_cookies: bool, smtp: Option<&str>) -> Sit
     let mail = smtp.map(|smtp| {
         Mailer::new(&format!("smtp://{smtp}"), "Registry <no-reply@example.com>", &format!("http://{addr}")).unwrap()
     });
-    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies, mail });
+    let webhooks = cnpj_webhooks::Policy::default();
+    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies, mail, webhooks });
     runtime.spawn(async move {
         axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
     });
@@ -700,13 +702,30 @@ fn random_forms_never_answer_5xx_nor_change_anything_without_session_and_token()
         "/account/tokens/cnpj_abcdefg/revoke",
         "/account/password",
         "/account/delete",
+        "/account/watchlists",
+        "/account/watchlists/1/entries",
+        "/account/watchlists/1/webhook",
+        "/account/watchlists/1/deliveries/wl1-2026-10-1/retry",
     ];
-    let names =
-        ["email", "password", "name", "expires_days", "token", "invite", "current", "display_name", "csrf_token"];
+    let names = [
+        "email",
+        "password",
+        "name",
+        "expires_days",
+        "token",
+        "invite",
+        "current",
+        "display_name",
+        "csrf_token",
+        "cnpjs",
+        "add",
+        "webhook_url",
+    ];
     for round in 0..300 {
         let action = actions[(rng.next() % actions.len() as u64) as usize];
-        let fields: Vec<(String, String)> =
-            (0..rng.next() % 5).map(|_| (names[(rng.next() % 9) as usize].to_owned(), rng.text())).collect();
+        let fields: Vec<(String, String)> = (0..rng.next() % 5)
+            .map(|_| (names[(rng.next() % names.len() as u64) as usize].to_owned(), rng.text()))
+            .collect();
         let borrowed: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let method = ["POST", "GET", "PUT", "DELETE"][(rng.next() % 4) as usize];
         let r = if method == "POST" {
@@ -723,6 +742,187 @@ fn random_forms_never_answer_5xx_nor_change_anything_without_session_and_token()
     }
     let lia = s.accounts.person(id).unwrap().unwrap();
     assert!(lia.email.is_some() && s.accounts.tokens(id).unwrap().is_empty(), "nothing changed");
+    assert!(s.accounts.watchlists(id).unwrap().is_empty(), "no list made");
     assert_eq!(s.accounts.person_by_email("lia@example.com").unwrap().map(|p| p.id), Some(id));
     assert!(s.accounts.verify_login("lia@example.com", PASSWORD).unwrap().is_some(), "the password is the same");
+}
+
+/// The text of the element with `id` (up to the next tag).
+fn text_of(r: &Reply, id: &str) -> Option<String> {
+    let at = r.body.find(&format!("id=\"{id}\""))?;
+    let from = at + r.body[at..].find('>')? + 1;
+    Some(r.body[from..].split('<').next().unwrap().to_owned())
+}
+
+/// The items of the list of invalid CNPJs of a refused form.
+fn invalid_named(r: &Reply) -> Vec<String> {
+    let Some(at) = r.body.find("<ul class=\"invalid\">") else { return Vec::new() };
+    let list = &r.body[at..r.body[at..].find("</ul>").unwrap() + at];
+    list.split("<li>").skip(1).map(|i| i.split('<').next().unwrap().to_owned()).collect()
+}
+
+/// CNPJs refused on the list's `page` and on `/account`: every invalid one named, nothing stored,
+/// the text kept; at most 1,000 lines at once (`ana` has one list of 2 entries).
+fn refused_on_the_pages(s: &Site, b: &mut Browser, ana: i64, page: &str) {
+    let id = s.accounts.watchlists(ana).unwrap()[0].id;
+    let pasted = "44555666\n11222333000182\nnope\n";
+    let refused = b.submit(page, &format!("{page}/entries"), &[("add", pasted)]);
+    assert_eq!(refused.status, 400);
+    assert!(refused.body.contains("These CNPJs are not valid; nothing was saved:"), "{}", refused.body);
+    assert_eq!(
+        invalid_named(&refused),
+        ["11222333000182: wrong check digits (expected 81)", "nope: has 4 characters; a CNPJ has 14 (or 8, its base)"]
+    );
+    assert!(refused.body.contains(">44555666\n11222333000182\nnope\n</textarea>"), "the text kept to fix it");
+    assert_eq!(s.accounts.watchlist(ana, id, 0, None).unwrap().unwrap().1, ["11222333000181", "33683111"]);
+    let refused = b.submit("/account", "/account/watchlists", &[("name", "other"), ("cnpjs", "1\n33683111")]);
+    assert_eq!((refused.status, invalid_named(&refused).len()), (400, 1));
+    assert_eq!(s.accounts.watchlists(ana).unwrap().len(), 1, "no list made");
+
+    // At most 1,000 lines at once.
+    let lines = |n: usize| vec!["44555666"; n].join("\n");
+    let over = b.submit(page, &format!("{page}/entries"), &[("add", &lines(1001))]);
+    assert_eq!(over.status, 400);
+    assert!(over.body.contains("At most 1,000 CNPJs at once. Nothing was saved."));
+    assert_eq!(s.accounts.watchlists(ana).unwrap()[0].entries, 2);
+    let added = b.submit(page, &format!("{page}/entries"), &[("add", &lines(1000)), ("remove", "33.683.111")]);
+    assert_eq!((added.status, text_of(&added, "entries-count").as_deref()), (200, Some("2")));
+}
+
+/// The webhook's secret is shown once, then never; a new one likewise.
+fn secret_shown_once(b: &mut Browser, page: &str) {
+    let refused = b.submit(page, &format!("{page}/webhook"), &[("webhook_url", "http://hooks.example.com/")]);
+    assert!(refused.status == 400 && refused.body.contains("Webhook URL refused: it must start with https://."));
+    let hooked = b.submit(page, &format!("{page}/webhook"), &[("webhook_url", "https://hooks.example.com/cnpj")]);
+    let secret = text_of(&hooked, "new-secret").expect("the secret, shown now");
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    let again = b.get(page);
+    assert!(!again.body.contains(&secret) && text_of(&again, "new-secret").is_none(), "never again");
+    assert_eq!(text_of(&again, "webhook").as_deref(), Some("https://hooks.example.com/cnpj"));
+    let rotated = text_of(&b.submit(page, &format!("{page}/secret"), &[]), "new-secret").expect("a new secret");
+    assert_ne!(rotated, secret);
+    assert!(!b.get(page).body.contains(&rotated));
+    let unhooked = b.submit(page, &format!("{page}/webhook"), &[("webhook_url", "")]);
+    assert_eq!(text_of(&unhooked, "webhook").as_deref(), Some("none"));
+}
+
+#[test]
+fn watchlists_are_made_filled_and_refused_on_the_profile_pages() {
+    let s = site();
+    let ana = s.person("ana@example.com", "Ana");
+    let mut b = s.browser();
+    b.log_in("ana@example.com", PASSWORD);
+    assert_eq!(text_of(&b.get("/account?locale=en"), "watched").as_deref(), Some("0 / 10000"), "the plan's cap");
+    let made = b.submit(
+        "/account",
+        "/account/watchlists",
+        &[
+            ("name", " suppliers "),
+            ("cnpjs", "11.222.333/0001-81\r\n\r\n33683111\r\n11222333000181"),
+            ("webhook_url", ""),
+        ],
+    );
+    assert_eq!(made.status, 200, "{}", made.body);
+    assert!(made.body.contains("List created.") && text_of(&made, "new-secret").is_none(), "no webhook, no secret");
+    assert_eq!(text_of(&made, "entries-count").as_deref(), Some("2"));
+    let id = s.accounts.watchlists(ana).unwrap()[0].id;
+    let page = format!("/account/watchlists/{id}");
+    let account = b.get("/account");
+    assert!(account.body.contains(&format!("<a href=\"{page}\">suppliers</a></td><td class=\"num\">2<")), "listed");
+
+    refused_on_the_pages(&s, &mut b, ana, &page);
+
+    // The cap is the user's plan's.
+    s.accounts.admin_set_plan(ana, ana, "tiny").unwrap();
+    let capped = b.submit(&page, &format!("{page}/entries"), &[("add", "33683111\n10000001")]);
+    assert_eq!(capped.status, 400);
+    let message = "Your plan allows up to 3 CNPJs watched over all your lists; this would make 4. Nothing was saved.";
+    assert!(capped.body.contains(message), "{}", capped.body);
+    assert_eq!(s.accounts.watchlists(ana).unwrap()[0].entries, 2);
+    assert_eq!(b.submit(&page, &format!("{page}/entries"), &[("add", "33683111")]).status, 200, "up to the cap");
+
+    secret_shown_once(&mut b, &page);
+
+    // A name typed is shown as text; a list deleted.
+    let evil = "<script>alert(1)</script>";
+    s.accounts.admin_set_plan(ana, ana, "free").unwrap();
+    let made = b.submit("/account", "/account/watchlists", &[("name", evil), ("cnpjs", "")]);
+    assert_eq!(made.status, 200);
+    let shown = "&#60;script&#62;alert(1)&#60;/script&#62;";
+    for r in [&made, &b.get("/account")] {
+        assert!(!r.body.contains("<script") && r.body.contains(shown), "escaped");
+    }
+    assert_eq!(s.accounts.watchlists(ana).unwrap()[1].name, evil, "stored as typed");
+    let deleted = b.submit(&page, &format!("{page}/delete"), &[]);
+    assert_eq!((deleted.status, deleted.header("location")), (303, Some("/account")));
+    assert_eq!(b.get(&page).status, 404);
+}
+
+#[test]
+fn another_users_list_is_not_found_and_a_form_without_its_token_changes_nothing() {
+    let s = site();
+    let ana = s.person("ana@example.com", "Ana");
+    s.person("bia@example.com", "Bia");
+    let cnpjs = ["33683111".to_owned()];
+    let hooked = NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: Some("https://h.example/x") };
+    let id = s.accounts.create_watchlist(ana, &hooked).unwrap().watchlist.id;
+    let page = format!("/account/watchlists/{id}");
+    let posts =
+        ["entries", "webhook", "secret", "delete", "deliveries/wl1-2026-10-1/retry"].map(|p| format!("{page}/{p}"));
+    let mut bia = s.browser();
+    bia.log_in("bia@example.com", PASSWORD);
+    assert_eq!(bia.get(&page).status, 404);
+    assert_eq!(bia.get("/account/watchlists/x").status, 404);
+    for action in &posts {
+        let r = bia.submit("/account", action, &[("add", "11222333"), ("webhook_url", "")]);
+        assert_eq!(r.status, 404, "{action}");
+    }
+    let mut b = s.browser();
+    b.log_in("ana@example.com", PASSWORD);
+    let csrf = b.get(&page).csrf();
+    for action in posts.iter().chain([&"/account/watchlists".to_owned()]) {
+        let fields = [("name", "x"), ("add", "11222333"), ("webhook_url", "")];
+        assert_eq!(b.post(action, &fields).status, 403, "no token: {action}");
+        b.origin = Some("https://evil.example".into());
+        let r = b.post(action, &[("csrf_token", &csrf), fields[0], fields[1], fields[2]]);
+        assert_eq!(r.status, 403, "another origin: {action}");
+        b.origin = Some(format!("http://{}", s.addr));
+    }
+    let lists = s.accounts.watchlists(ana).unwrap();
+    assert_eq!(lists.len(), 1, "nothing made, nothing deleted");
+    assert_eq!((lists[0].entries, lists[0].webhook_url.as_deref()), (1, Some("https://h.example/x")));
+    assert_eq!(lists[0].revision, 0, "nothing changed");
+}
+
+#[test]
+fn a_failed_delivery_is_shown_and_retried_from_the_list_page() {
+    let s = site();
+    let ana = s.person("ana@example.com", "Ana");
+    let cnpjs = ["33683111".to_owned()];
+    let hooked = NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: Some("https://h.example/x") };
+    let id = s.accounts.create_watchlist(ana, &hooked).unwrap().watchlist.id;
+    s.accounts.enqueue(ana, id, "2026-10", &["{}".to_owned(), "{}".to_owned()]).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let due = s.accounts.claim_deliveries(now, 60, 10).unwrap();
+    s.accounts.finish_delivery(&due[0].delivery.id, &Attempt::Failed { error: "HTTP 410 <gone>".into() }, now).unwrap();
+    s.accounts.finish_delivery(&due[1].delivery.id, &Attempt::WaitingCredits { next_at: now + 60 }, now).unwrap();
+    let page = format!("/account/watchlists/{id}");
+    let mut b = s.browser();
+    b.log_in("ana@example.com", PASSWORD);
+    let shown = b.get(&format!("{page}?locale=en"));
+    let table = &shown.body[shown.body.find("id=\"deliveries\"").expect("the deliveries")..];
+    assert!(
+        table.contains("<td>1/2</td><td>failed</td><td class=\"num\">1</td><td>HTTP 410 &#60;gone&#62;</td>"),
+        "{table}"
+    );
+    assert!(table.contains("<td>2/2</td><td>waiting for credits</td>"), "{table}");
+    let retry = format!("{page}/deliveries/{}/retry", due[0].delivery.id);
+    assert_eq!(table.matches("/retry\"").count(), 1, "a retry button for the failed one");
+    assert!(table.contains(&retry));
+    let retried = b.submit(&page, &retry, &[]);
+    assert_eq!((retried.status, retried.header("location")), (303, Some(page.as_str())));
+    let (_, deliveries) = s.accounts.deliveries(ana, id, 0, 10).unwrap().unwrap();
+    assert_eq!(deliveries[0].status, "pending", "due again, as the API's retry makes it");
+    assert!(b.get(&page).body.contains("<td>1/2</td><td>pending</td>"));
+    assert_eq!(b.submit(&page, &format!("{page}/deliveries/wl{id}-2026-10-9/retry"), &[]).status, 404);
 }

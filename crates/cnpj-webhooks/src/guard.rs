@@ -6,6 +6,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 
+/// The longest webhook URL, in bytes.
+pub const MAX_URL: usize = 2048;
+
 /// What the operator allows beyond public `https` URLs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Policy {
@@ -20,6 +23,12 @@ pub enum Refused {
     Scheme,
     #[error("the URL has no host")]
     NoHost,
+    #[error("the URL is longer than {MAX_URL} bytes")]
+    TooLong,
+    #[error("the URL has white space or a control character")]
+    Spaces,
+    #[error("the URL has a user name before its host")]
+    UserInfo,
     #[error("the URL's port {0:?} is not a number")]
     Port(String),
     #[error("{host} does not resolve: {reason}")]
@@ -101,11 +110,21 @@ impl Policy {
         self.resolve(&host, port)
     }
 
-    /// What can be said of `url` without resolving a name: its scheme, its host, and the
-    /// address it is, when it is one (for a URL as it is set; a name is checked when a delivery
-    /// connects).
+    /// What can be said of `url` without resolving a name, for a URL as a user sets it: at most
+    /// `MAX_URL` bytes, no white space, its scheme, a host without a user name, and the address
+    /// it is, when it is one (a name is checked when a delivery connects).
     pub fn check_written(&self, url: &str) -> Result<(), Refused> {
+        if url.len() > MAX_URL {
+            return Err(Refused::TooLong);
+        }
+        if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(Refused::Spaces);
+        }
         let (host, port) = host_port(url, *self)?;
+        let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+        if rest.split(['/', '?', '#']).next().unwrap_or_default().contains('@') {
+            return Err(Refused::UserInfo);
+        }
         if host.parse::<IpAddr>().is_ok() {
             self.resolve(&host, port)?;
         }
@@ -200,5 +219,33 @@ mod tests {
             (ports("http://127.0.0.1/"), ports("https://[::1]/"), ports("http://127.0.0.1:81/x")),
             (vec![80], vec![443], vec![81])
         );
+    }
+
+    #[test]
+    fn urls_as_users_set_them() {
+        let lab = Policy { allow_http: true, allow_private: true };
+        for (url, policy, expected) in [
+            ("https://hooks.example.com/cnpj?x=1", STRICT, Ok(())),
+            ("HTTPS://hooks.example.com", STRICT, Ok(())),
+            ("http://127.0.0.1:9000/hook", lab, Ok(())),
+            ("https://hooks.example.com/a@b", STRICT, Ok(())),
+            ("https://127.0.0.1:9000/hook", STRICT, Err("loopback")),
+            ("https://169.254.169.254/latest", STRICT, Err("link-local")),
+            ("http://hooks.example.com/", STRICT, Err("must be https")),
+            ("https://", STRICT, Err("no host")),
+            ("https:///path", STRICT, Err("no host")),
+            ("https://user@hooks.example.com/", STRICT, Err("a user name")),
+            ("https://hooks.example.com/a b", STRICT, Err("white space")),
+            ("https://hooks.example.com/\u{7}", STRICT, Err("control")),
+            ("ftp://hooks.example.com/", lab, Err("must be https")),
+        ] {
+            match (policy.check_written(url), expected) {
+                (Ok(()), Ok(())) => {}
+                (Err(e), Err(want)) => assert!(e.to_string().contains(want), "{url}: {e}"),
+                (got, want) => panic!("{url}: {got:?}, not {want:?}"),
+            }
+        }
+        let long = format!("https://h.example/{}", "a".repeat(MAX_URL));
+        assert_eq!(STRICT.check_written(&long), Err(Refused::TooLong));
     }
 }

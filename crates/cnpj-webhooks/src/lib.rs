@@ -8,6 +8,6 @@ mod guard;
 mod send;
 mod sign;
 
-pub use guard::{Policy, Refused, refusal};
+pub use guard::{MAX_URL, Policy, Refused, refusal};
 pub use send::{Outcome, SendError, send};
 pub use sign::{SIGNATURE_PREFIX, signature};

@@ -1,13 +1,12 @@
 //! Watchlists in the Postgres store: each change in one transaction that first locks the user's
-//! row, so that replicas changing one user's lists at once check the cap one after the other.
+//! row (and reads their plan), so that replicas changing one user's lists at once check the cap
+//! one after the other.
 
 use postgres::{GenericClient, Transaction};
 
 use super::{Checked, NewWatchlist, Saved, Watchlist, WatchlistChange, events_of, events_text};
 use crate::postgres::Pg;
 use crate::{AccountsError, now};
-
-const SCHEMA: &str = include_str!("../../../../sql/postgres/watchlists.sql");
 
 const COLUMNS: &str = "id, name, events, webhook_url, entries, revision, created_at, updated_at";
 
@@ -29,14 +28,21 @@ fn find(c: &mut impl GenericClient, user_id: i64, id: i64) -> Result<Option<Watc
     Ok(c.query_opt(&sql, &[&id, &user_id])?.map(|r| watchlist(&r)))
 }
 
-/// Locks the user's row for the rest of the transaction.
-fn lock_user(tx: &mut Transaction<'_>, user_id: i64) -> Result<(), AccountsError> {
-    tx.execute("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", &[&user_id])?;
-    Ok(())
+/// Locks the user's row for the rest of the transaction; their cap (by their plan, as it is now).
+fn lock_user(tx: &mut Transaction<'_>, user_id: i64, entries: &Checked<'_>) -> Result<u64, AccountsError> {
+    let plan: Option<String> =
+        tx.query_opt("SELECT plan FROM users WHERE id = $1 FOR UPDATE", &[&user_id])?.and_then(|r| r.get(0));
+    Ok(entries.cap(plan.as_deref()))
 }
 
 /// Adds and removes entries, recounts the list, and checks the user's cap.
-fn apply(tx: &mut Transaction<'_>, user_id: i64, id: i64, entries: &Checked, cap: u64) -> Result<(), AccountsError> {
+fn apply(
+    tx: &mut Transaction<'_>,
+    user_id: i64,
+    id: i64,
+    entries: &Checked<'_>,
+    cap: u64,
+) -> Result<(), AccountsError> {
     tx.execute(
         "INSERT INTO watchlist_entries (watchlist_id, entry) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING",
         &[&id, &entries.add],
@@ -56,28 +62,16 @@ fn apply(tx: &mut Transaction<'_>, user_id: i64, id: i64, entries: &Checked, cap
 }
 
 impl Pg {
-    /// The watchlists' tables, created when missing (under the lock that replicas starting
-    /// together take to create the schema).
-    pub(crate) fn create_watchlist_tables(&self) -> Result<(), AccountsError> {
-        self.with(|c| {
-            let mut tx = c.transaction()?;
-            tx.execute("SELECT pg_advisory_xact_lock(hashtext('cnpj_accounts'))", &[])?;
-            tx.batch_execute(SCHEMA)?;
-            Ok(tx.commit()?)
-        })
-    }
-
     pub(crate) fn create_watchlist(
         &self,
         user_id: i64,
         list: &NewWatchlist<'_>,
-        add: &[String],
+        entries: &Checked<'_>,
         secret: Option<String>,
-        cap: u64,
     ) -> Result<Saved, AccountsError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
-            lock_user(&mut tx, user_id)?;
+            let cap = lock_user(&mut tx, user_id, entries)?;
             let at = now();
             let id: i64 = tx
                 .query_one(
@@ -86,7 +80,7 @@ impl Pg {
                     &[&user_id, &list.name, &events_text(list.events), &list.webhook_url, &secret, &at],
                 )?
                 .get(0);
-            apply(&mut tx, user_id, id, &Checked { add: add.to_vec(), remove: Vec::new() }, cap)?;
+            apply(&mut tx, user_id, id, entries, cap)?;
             let watchlist = find(&mut tx, user_id, id)?.expect("inserted in this transaction");
             tx.commit()?;
             Ok(Saved { watchlist, webhook_secret: secret.clone() })
@@ -124,13 +118,12 @@ impl Pg {
         user_id: i64,
         id: i64,
         change: &WatchlistChange<'_>,
-        entries: &Checked,
+        entries: &Checked<'_>,
         secret: String,
-        cap: u64,
     ) -> Result<Option<Saved>, AccountsError> {
         self.with(|c| {
             let mut tx = c.transaction()?;
-            lock_user(&mut tx, user_id)?;
+            let cap = lock_user(&mut tx, user_id, entries)?;
             let Some(before) = find(&mut tx, user_id, id)? else { return Ok(None) };
             let has_secret: bool =
                 tx.query_one("SELECT webhook_secret IS NOT NULL FROM watchlists WHERE id = $1", &[&id])?.get(0);

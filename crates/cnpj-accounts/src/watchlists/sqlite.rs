@@ -1,13 +1,11 @@
 //! Watchlists in the SQLite store: each change in one `BEGIN IMMEDIATE` transaction, so that the
-//! cap is checked against every list of the user as it is.
+//! cap of the user's plan is checked against every list of the user as it is.
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{Checked, NewWatchlist, Saved, Watchlist, WatchlistChange, events_of, events_text};
 use crate::sqlite::Sqlite;
 use crate::{AccountsError, now};
-
-const SCHEMA: &str = include_str!("../../../../sql/sqlite/watchlists.sql");
 
 const COLUMNS: &str = "id, name, events, webhook_url, entries, revision, created_at, updated_at";
 
@@ -30,7 +28,7 @@ fn find(conn: &Connection, user_id: i64, id: i64) -> Result<Option<Watchlist>, A
 }
 
 /// Adds and removes entries, recounts the list, and checks the user's cap.
-fn apply(tx: &Transaction<'_>, user_id: i64, id: i64, entries: &Checked, cap: u64) -> Result<(), AccountsError> {
+fn apply(tx: &Transaction<'_>, user_id: i64, id: i64, entries: &Checked<'_>) -> Result<(), AccountsError> {
     let mut insert =
         tx.prepare_cached("INSERT OR IGNORE INTO watchlist_entries (watchlist_id, entry) VALUES (?1, ?2)")?;
     for key in &entries.add {
@@ -44,8 +42,13 @@ fn apply(tx: &Transaction<'_>, user_id: i64, id: i64, entries: &Checked, cap: u6
         "UPDATE watchlists SET entries = (SELECT count(*) FROM watchlist_entries WHERE watchlist_id = ?1) WHERE id = ?1",
         [id],
     )?;
-    let watched: i64 =
-        tx.query_row("SELECT coalesce(sum(entries), 0) FROM watchlists WHERE user_id = ?1", [user_id], |r| r.get(0))?;
+    let (watched, plan): (i64, Option<String>) = tx.query_row(
+        "SELECT (SELECT coalesce(sum(entries), 0) FROM watchlists WHERE user_id = ?1), \
+         (SELECT plan FROM users WHERE id = ?1)",
+        [user_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let cap = entries.cap(plan.as_deref());
     if watched as u64 > cap {
         return Err(AccountsError::OverCap { cap, watched: watched as u64 });
     }
@@ -53,18 +56,12 @@ fn apply(tx: &Transaction<'_>, user_id: i64, id: i64, entries: &Checked, cap: u6
 }
 
 impl Sqlite {
-    /// The watchlists' tables, created when missing.
-    pub(crate) fn create_watchlist_tables(&self) -> Result<(), AccountsError> {
-        Ok(self.conn().execute_batch(SCHEMA)?)
-    }
-
     pub(crate) fn create_watchlist(
         &self,
         user_id: i64,
         list: &NewWatchlist<'_>,
-        add: &[String],
+        entries: &Checked<'_>,
         secret: Option<String>,
-        cap: u64,
     ) -> Result<Saved, AccountsError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -75,7 +72,7 @@ impl Sqlite {
             params![user_id, list.name, events_text(list.events), list.webhook_url, secret, at],
         )?;
         let id = tx.last_insert_rowid();
-        apply(&tx, user_id, id, &Checked { add: add.to_vec(), remove: Vec::new() }, cap)?;
+        apply(&tx, user_id, id, entries)?;
         let watchlist = find(&tx, user_id, id)?.expect("inserted in this transaction");
         tx.commit()?;
         Ok(Saved { watchlist, webhook_secret: secret })
@@ -112,9 +109,8 @@ impl Sqlite {
         user_id: i64,
         id: i64,
         change: &WatchlistChange<'_>,
-        entries: &Checked,
+        entries: &Checked<'_>,
         secret: String,
-        cap: u64,
     ) -> Result<Option<Saved>, AccountsError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -136,7 +132,7 @@ impl Sqlite {
                 now()
             ],
         )?;
-        apply(&tx, user_id, id, entries, cap)?;
+        apply(&tx, user_id, id, entries)?;
         let watchlist = find(&tx, user_id, id)?.expect("found in this transaction");
         tx.commit()?;
         Ok(Some(Saved { watchlist, webhook_secret: new_secret }))

@@ -17,7 +17,9 @@ use serde_json::{Map, Value, json};
 use sha2_0_11::Sha256;
 
 use super::changes::{build_month, serve, three_months};
-use super::{Reply, Server, error_of, get, pg_database, pg_server, post, publish, request, root, validator};
+use super::{
+    AccountsAt, Reply, Server, error_of, get, pg_database, pg_server, post, publish, request, root, validator,
+};
 
 fn document() -> Value {
     serde_json::from_str(include_str!("../../../../schemas/openapi.json")).unwrap()
@@ -118,6 +120,34 @@ fn refusals(s: &Server, doc: &Value, ana: &str) {
     }
     let lists = call(s, doc, "GET", LISTS, LISTS, ana, None);
     assert_eq!(lists.body["data"].as_array().unwrap().len(), 1, "nothing else was stored");
+}
+
+/// The cap is the user's plan's (`--max-watched` is only the built-in plan's, without `--plans`):
+/// the entry past it is a 400 naming the cap, and nothing is stored.
+#[test]
+fn the_cap_is_the_users_plans() {
+    let dir = tempfile::tempdir().unwrap();
+    let plans = dir.path().join("plans.toml");
+    std::fs::write(&plans, "default = \"free\"\n[plans.free]\nmax_watched = 2\n[plans.more]\nmax_watched = 3\n")
+        .unwrap();
+    let s = Server::start(&["--plans", plans.to_str().unwrap(), "--max-watched", "100"]);
+    let doc = document();
+    let (ana, bia) = (s.user("ana", 0), s.user("bia", 0));
+    let AccountsAt::File(store) = &s.accounts else { unreachable!() };
+    let conn = rusqlite::Connection::open(store).unwrap();
+    conn.execute_batch("UPDATE users SET plan = 'more' WHERE name = 'bia'").unwrap();
+    let three = json!({"name": "l", "cnpjs": ["10000001", "10000002", "10000003"]});
+    let over = call(&s, &doc, "POST", LISTS, LISTS, &ana, Some(three.clone()));
+    assert_eq!(error_of(&over), (400, "Invalid input parameters"));
+    let message = "At most 2 CNPJs may be watched over all your lists; this would make 3.";
+    assert_eq!(over.body["errors"]["cnpjs"], json!([message]));
+    assert_eq!(call(&s, &doc, "GET", LISTS, LISTS, &ana, None).body["data"], json!([]), "nothing stored");
+    let made = call(&s, &doc, "POST", LISTS, LISTS, &bia, Some(three));
+    assert_eq!(made.status, 201, "{}", made.body);
+    let path = format!("{LISTS}/{}", made.body["data"]["id"]);
+    let past = call(&s, &doc, "PATCH", LIST, &path, &bia, Some(json!({"add": ["10000004"]})));
+    let message = "At most 3 CNPJs may be watched over all your lists; this would make 4.";
+    assert_eq!((past.status, &past.body["errors"]["add"]), (400, &json!([message])));
 }
 
 /// A webhook's secret is in the answer that made it (or rotated it), and never again.

@@ -1,9 +1,12 @@
--- Watchlists in the accounts store (Postgres, schema cnpj_accounts, shared by replicas): each
--- user's lists of followed CNPJs. Same columns as sql/sqlite/watchlists.sql.
+-- Accounts store, version 2 (Postgres): watchlists (each user's lists of followed CNPJs; an entry is
+-- a normalized key: 14 characters, an establishment and its company, or 8, a whole company) and
+-- their webhook deliveries. Applied once to a store of version 1 (the one row of `version`), in one
+-- transaction. IF NOT EXISTS: a store of version 1 may have these tables already (earlier builds
+-- created them whenever a store was opened), the very same.
 
-CREATE TABLE IF NOT EXISTS cnpj_accounts.watchlists (
+CREATE TABLE IF NOT EXISTS watchlists (
     id bigserial PRIMARY KEY,
-    user_id bigint NOT NULL REFERENCES cnpj_accounts.users (id),
+    user_id bigint NOT NULL REFERENCES users (id),
     name text NOT NULL,
     -- Event names, comma-separated; empty: every event.
     events text NOT NULL,
@@ -17,10 +20,10 @@ CREATE TABLE IF NOT EXISTS cnpj_accounts.watchlists (
     created_at bigint NOT NULL,
     updated_at bigint NOT NULL
 );
-CREATE INDEX IF NOT EXISTS watchlists_user ON cnpj_accounts.watchlists (user_id);
+CREATE INDEX IF NOT EXISTS watchlists_user ON watchlists (user_id);
 
-CREATE TABLE IF NOT EXISTS cnpj_accounts.watchlist_entries (
-    watchlist_id bigint NOT NULL REFERENCES cnpj_accounts.watchlists (id) ON DELETE CASCADE,
+CREATE TABLE IF NOT EXISTS watchlist_entries (
+    watchlist_id bigint NOT NULL REFERENCES watchlists (id) ON DELETE CASCADE,
     entry text NOT NULL,
     PRIMARY KEY (watchlist_id, entry)
 );
@@ -28,9 +31,9 @@ CREATE TABLE IF NOT EXISTS cnpj_accounts.watchlist_entries (
 -- Webhook deliveries: one row per page of a month's events of a list (its id stable:
 -- wl<list>-<month>-<page>), the body posted at every attempt, its state and the lease of the
 -- replica sending it.
-CREATE TABLE IF NOT EXISTS cnpj_accounts.deliveries (
+CREATE TABLE IF NOT EXISTS deliveries (
     id text PRIMARY KEY,
-    watchlist_id bigint NOT NULL REFERENCES cnpj_accounts.watchlists (id) ON DELETE CASCADE,
+    watchlist_id bigint NOT NULL REFERENCES watchlists (id) ON DELETE CASCADE,
     user_id bigint NOT NULL,
     month text NOT NULL,
     page bigint NOT NULL,
@@ -47,5 +50,5 @@ CREATE TABLE IF NOT EXISTS cnpj_accounts.deliveries (
     created_at bigint NOT NULL,
     delivered_at bigint
 );
-CREATE INDEX IF NOT EXISTS deliveries_due ON cnpj_accounts.deliveries (status, next_attempt_at);
-CREATE INDEX IF NOT EXISTS deliveries_list ON cnpj_accounts.deliveries (watchlist_id, month, page);
+CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_attempt_at);
+CREATE INDEX IF NOT EXISTS deliveries_list ON deliveries (watchlist_id, month, page);

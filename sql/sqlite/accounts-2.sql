@@ -1,5 +1,9 @@
--- Watchlists in the accounts store (SQLite): each user's lists of followed CNPJs. An entry is a
--- normalized key: 14 characters (an establishment and its company) or 8 (a whole company).
+-- Accounts store, version 2 (SQLite): watchlists (each user's lists of followed CNPJs; an entry is
+-- a normalized key: 14 characters, an establishment and its company, or 8, a whole company) and
+-- their webhook deliveries. Applied once to a store of version 1 (`PRAGMA user_version`), in one
+-- transaction. IF NOT EXISTS: a store of version 1 may have these tables already (earlier builds
+-- created them whenever a store was opened), the very same.
+
 CREATE TABLE IF NOT EXISTS watchlists (
     id INTEGER PRIMARY KEY,
     user_id INTEGER NOT NULL REFERENCES users (id),
