@@ -36,7 +36,7 @@ fn site_mailing(signup: Signup, secure_cookies: bool, smtp: Option<&str>) -> Sit
     let mail = smtp.map(|smtp| {
         Mailer::new(&format!("smtp://{smtp}"), "Registry <no-reply@example.com>", &format!("http://{addr}")).unwrap()
     });
-    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies, mail });
+    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies, mail }, None);
     runtime.spawn(async move {
         axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
     });
