@@ -7,9 +7,11 @@
 //! Module `operating`: probes and status, metrics (scraped by a real Prometheus), request ids and
 //! the JSON log, shutdown. Module `people`: the account as JSON, plans, usage counting, the
 //! operator's commands for people and the pages beside the API. Module `watchlists`: lists per
-//! user, their events (over evolved synthetic months too).
+//! user, their events (over evolved synthetic months too). Module `company_pages`: the company
+//! search, a company's page and the export for people, charged as the API charges.
 
 mod changes;
+mod company_pages;
 mod docs;
 mod mcp;
 mod operating;
