@@ -285,6 +285,7 @@ const TEXTS: &[(&str, [&str; 3])] = &[
 const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
     ("search_companies", ["Buscar empresas", "Search companies", "Buscar empresas"]),
     ("filters", ["Filtros", "Filters", "Filtros"]),
+    ("all_filters", ["Todos os filtros", "Every filter", "Todos los filtros"]),
     ("any", ["Qualquer", "Any", "Cualquiera"]),
     ("abroad", ["EX (exterior)", "EX (abroad)", "EX (exterior)"]),
     ("state", ["UF", "State", "Estado (UF)"]),

@@ -63,6 +63,8 @@ pub(crate) struct Form {
     pub typed: Vec<(&'static str, String)>,
     /// Each refused parameter: its label and the API's message.
     pub invalid: Vec<(String, String)>,
+    /// The filters searched, in a line (the form folds under it once there are results).
+    pub summary: String,
 }
 
 impl Form {
@@ -236,6 +238,7 @@ fn form(
         activity_note: None,
         typed: TYPED.iter().skip(5).map(|(name, _)| (*name, value(name))).collect(),
         invalid: Vec::new(),
+        summary: String::new(),
     }
 }
 
@@ -257,6 +260,8 @@ pub(crate) async fn page(State(pages): State<Pages>, visit: Visit, RawQuery(raw)
         _ => None,
     };
     let filters = filters(&fields, &asked);
+    let shown: Vec<String> = filters.iter().map(|(name, value)| format!("{}: {value}", label_of(lang, name))).collect();
+    form.summary = shown.join(" · ");
     let ready = matches!(asked, Activity::Any | Activity::Code(_)) && fields.get("pick").is_none();
     let page = SearchPage { common: visit.common("search_companies"), form, notice: None, results: None };
     match (ready, filters.is_empty()) {

@@ -103,6 +103,22 @@ fn used(s: &Server, name: &str) -> i64 {
     s.credits(name).1
 }
 
+/// Rewrites the one member of a zip with `edit` (its bytes in, the new bytes out).
+pub(crate) fn rewrite_member(zip_path: &Path, edit: impl FnOnce(Vec<u8>) -> Vec<u8>) {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(zip_path).unwrap()).unwrap();
+    let (name, bytes) = {
+        let mut member = archive.by_index(0).unwrap();
+        let mut bytes = Vec::new();
+        member.read_to_end(&mut bytes).unwrap();
+        (member.name().unwrap().into_owned(), bytes)
+    };
+    let bytes = edit(bytes);
+    let mut writer = zip::ZipWriter::new(std::fs::File::create(zip_path).unwrap());
+    writer.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
+    writer.write_all(&bytes).unwrap();
+    writer.finish().unwrap();
+}
+
 /// The sample dump with the first company named `<script>alert(1)</script> & EXEMPLO LTDA`.
 fn scripted_sample(dir: &Path) -> std::path::PathBuf {
     let input = dir.join("2026-09");
@@ -111,22 +127,13 @@ fn scripted_sample(dir: &Path) -> std::path::PathBuf {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), input.join(entry.file_name())).unwrap();
     }
-    let zip_path = input.join("Empresas0.zip");
-    let mut archive = zip::ZipArchive::new(std::fs::File::open(&zip_path).unwrap()).unwrap();
-    let (name, mut bytes) = {
-        let mut member = archive.by_index(0).unwrap();
-        let mut bytes = Vec::new();
-        member.read_to_end(&mut bytes).unwrap();
-        (member.name().unwrap().into_owned(), bytes)
-    };
     // Byte for byte: the member is Latin-1.
-    let (from, to) = (b"EMPRESA EXEMPLO LTDA".as_slice(), b"<script>alert(1)</script> & EXEMPLO LTDA".as_slice());
-    let at = bytes.windows(from.len()).position(|w| w == from).expect("the sample's first company");
-    bytes.splice(at..at + from.len(), to.iter().copied());
-    let mut writer = zip::ZipWriter::new(std::fs::File::create(&zip_path).unwrap());
-    writer.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
-    writer.write_all(&bytes).unwrap();
-    writer.finish().unwrap();
+    rewrite_member(&input.join("Empresas0.zip"), |mut bytes| {
+        let (from, to) = (b"EMPRESA EXEMPLO LTDA".as_slice(), b"<script>alert(1)</script> & EXEMPLO LTDA".as_slice());
+        let at = bytes.windows(from.len()).position(|w| w == from).expect("the sample's first company");
+        bytes.splice(at..at + from.len(), to.iter().copied());
+        bytes
+    });
     input
 }
 
@@ -346,7 +353,8 @@ fn export_past_the_balance(s: &Server, mut dan: Visitor) {
 pub(crate) fn cards_labelled(page: &str) -> bool {
     let tables = page.matches("<table class=\"cards\"").count();
     let cells = page.matches("<td").count();
-    tables > 0 && cells == page.matches("<td data-label=\"").count() && page.contains("width=device-width")
+    let labelled = page.matches("<td data-label=\"").count() + page.matches("<td class=\"cnpj\" data-label=\"").count();
+    tables > 0 && cells == labelled && page.contains("width=device-width")
 }
 
 #[test]
