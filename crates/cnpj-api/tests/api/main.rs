@@ -8,13 +8,15 @@
 //! the JSON log, shutdown. Module `people`: the account as JSON, plans, usage counting, the
 //! operator's commands for people and the pages beside the API. Module `watchlists`: lists per
 //! user, their events (over evolved synthetic months too). Module `company_pages`: the company
-//! search, a company's page and the export for people, charged as the API charges.
+//! search, a company's page and the export for people, charged as the API charges; module
+//! `pages_walk`: the same walked in headless Chromium over an evolved synthetic month.
 
 mod changes;
 mod company_pages;
 mod docs;
 mod mcp;
 mod operating;
+mod pages_walk;
 mod people;
 mod watchlists;
 
