@@ -78,10 +78,12 @@ pub(crate) struct Pages {
 /// The pages' routes (each answers its own methods), to merge into the service's router; the
 /// company search, pages and export only with a `registry`.
 pub fn router(accounts: Arc<Accounts>, config: Config, registry: Option<Arc<dyn Registry>>) -> Router {
+    // A HEAD would be charged like the GET it stands for: 405 instead.
+    let no_head = || async { (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET")]) };
     let companies = Router::new()
-        .route("/search", get(search::page))
+        .route("/search", get(search::page).head(no_head))
         .route("/search/export", get(export::confirm).post(export::run))
-        .route("/companies/{cnpj}", get(company::page))
+        .route("/companies/{cnpj}", get(company::page).head(no_head))
         .route("/companies/{cnpj}/watch", post(company::watch));
     let pages = Pages { accounts, config: Arc::new(config), registry };
     let companies = if pages.registry.is_some() { companies } else { Router::new() };

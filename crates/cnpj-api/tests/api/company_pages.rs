@@ -267,6 +267,8 @@ fn a_company_page_is_priced_like_detail_and_shows_its_record() {
     assert_eq!((r.status, used(&s, "bia")), (400, 2));
     let (r, _) = bia.get("/companies/44555666");
     assert_eq!((r.status, used(&s, "bia")), (200, 3), "a company's 8 characters: its head office");
+    let (r, _) = bia.send("HEAD", "/companies/11222333000181", None, false);
+    assert_eq!((r.status, used(&s, "bia")), (405, 3), "a HEAD is not a charged GET");
     let mut nobody = Visitor { addr: s.addr.clone(), cookies: Vec::new() };
     let (r, _) = nobody.get("/companies/11222333000181");
     assert_eq!(r.header("location"), Some("/login"), "for people logged in");
