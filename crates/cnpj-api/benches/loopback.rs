@@ -15,7 +15,9 @@
 //! picked from the dataset's history), deep pages, and a company's history by 14 and 8
 //! characters, each query alone. This server runs with its metrics listener on; with a baseline
 //! binary, detail lookups run in turns on this server, on this binary without the metrics and on
-//! the baseline, before the suites.
+//! the baseline, before the suites. The pages suite: the search suite's queries as `/search`
+//! pages for a person logged in (the session cookie of a real login), each alone, the page's
+//! median beside the API's, and the median over the suite (`CNPJ_BENCH_PAGES=0` skips it).
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
@@ -504,6 +506,99 @@ fn text_suite_run(
     }
 }
 
+/// One request on a new connection: the response's head and body, as text.
+fn once(addr: &str, request: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("a response");
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    (head.to_owned(), body.to_owned())
+}
+
+/// The `name=value` of the cookie `name` a response head sets.
+fn set_cookie(head: &str, name: &str) -> String {
+    let line =
+        head.lines().find(|l| l.to_ascii_lowercase().starts_with("set-cookie:") && l.contains(&format!("{name}=")));
+    line.and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().split(';').next().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// The bench user logged in to the pages (a login given by `accounts set-login`, then the login
+/// form): the `Cookie` header's value of their session.
+fn logged_in(addr: &str, accounts: &Path) -> String {
+    let password = "bench pages password";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        .arg("--accounts")
+        .arg(accounts)
+        .args(["accounts", "set-login", "bench", "--email", "bench@example.com"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success(), "set-login");
+    let (head, body) = once(addr, &format!("GET /login HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"));
+    let form_cookie = set_cookie(&head, "cnpj_form");
+    let at = body.find("name=\"csrf_token\" value=\"").expect("the login form") + 25;
+    let csrf = body[at..].split('"').next().unwrap();
+    let form = format!("csrf_token={csrf}&email=bench%40example.com&password={}", encode(password));
+    let (head, _) = once(
+        addr,
+        &format!(
+            "POST /login HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nCookie: {form_cookie}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            form.len()
+        ),
+    );
+    let session = set_cookie(&head, "cnpj_session");
+    assert!(!session.is_empty(), "logged in: {head}");
+    session
+}
+
+/// Runs `request` alone, again and again for `seconds` (as [`alone`]), answered 200: its median.
+fn alone_page(addr: &str, request: &[u8], seconds: f64) -> f64 {
+    let mut conn = Conn::open(addr);
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    while latencies.len() < 3 || (started.elapsed().as_secs_f64() < seconds && latencies.len() < 200) {
+        let sent = Instant::now();
+        let (status, body) = conn.call_body(request);
+        latencies.push(sent.elapsed());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    latencies.sort();
+    percentile(&latencies, 0.5)
+}
+
+/// The pages suite: each search of the suite as the `/search` page of a person logged in
+/// (`cookie`), alone; its median beside the API's, and the median of the pages' medians.
+fn pages_suite_run(
+    suite: &[(String, String)],
+    addr: &str,
+    cookie: &str,
+    get_at: &dyn Fn(&str, &str) -> Vec<u8>,
+    seconds: f64,
+) {
+    println!("\npages suite: each search alone for {seconds} s as /search, logged in (median in ms)");
+    println!("{:<24} {:>10} {:>10}", "query", "page p50", "API p50");
+    let mut medians = Vec::new();
+    for (name, query) in suite {
+        let page = format!("GET /search?{query} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\n\r\n");
+        let p50 = alone_page(addr, page.as_bytes(), seconds);
+        let (api50, _, _) = alone(addr, &get_at(addr, &format!("/api/v1/companies/search?{query}")), seconds);
+        medians.push(p50);
+        println!("{name:<24} {p50:>10.2} {api50:>10.2}");
+    }
+    medians.sort_by(f64::total_cmp);
+    println!(
+        "pages suite: median of the medians {:.2} ms, slowest median {:.2} ms",
+        medians[medians.len() / 2],
+        medians[medians.len() - 1]
+    );
+}
+
 /// Detail lookups in turns, three rounds each after one round to warm up (a round's figures move
 /// by a few percent on a shared machine): on this server (metrics on), on this binary without the
 /// metrics listener (its own server over the same dataset), and on the baseline binary serving its
@@ -698,6 +793,10 @@ fn main() {
         percentile(&o.latencies, 0.99),
         o.errors
     );
+    if std::env::var("CNPJ_BENCH_PAGES").map_or(true, |v| v != "0") {
+        let cookie = logged_in(&addr, &accounts);
+        pages_suite_run(&suite, &addr, &cookie, &get_at, query_seconds);
+    }
     text_suite_run(&text_suite(&db), &addr, sql_server.as_ref(), &get_at, query_seconds);
     println!(
         "server memory after the suites: peak RSS {:.0} MB, anonymous {:.0} MB (with the index)",

@@ -39,7 +39,7 @@ impl ApiError {
     }
 
     /// The status and message of the error table.
-    fn status(&self) -> (StatusCode, std::borrow::Cow<'static, str>) {
+    pub(crate) fn status(&self) -> (StatusCode, std::borrow::Cow<'static, str>) {
         let (status, message) = match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "Invalid input parameters"),
             ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),

@@ -14,6 +14,7 @@ mod observe;
 mod params;
 mod serve;
 mod server;
+mod site;
 mod usage;
 mod watching;
 mod watchlists;
@@ -371,7 +372,7 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
         deliveries::spawn(Arc::clone(&state), every, lease);
         let tools = mcp::service(Arc::clone(&state));
         server::flush_usage_periodically(Arc::clone(&state));
-        let pages = cnpj_pages::router(Arc::clone(state.accounts()), pages);
+        let pages = cnpj_pages::router(Arc::clone(state.accounts()), pages, Some(site::registry(Arc::clone(&state))));
         let routes = account::routes(&state).merge(watchlists::routes(&state)).merge(deliveries::routes(&state));
         let router = server::router(Arc::clone(&state), body_timeout, tools, routes, pages);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));

@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use cnpj_accounts::{Accounts, User};
 use cnpj_model::{BatchRecord, CnpjQuery, Locale};
-use cnpj_store::{Store, StoreError};
+use cnpj_store::{SearchFilters, Store, StoreError};
 use serde_json::{Value, json};
 
 use crate::docs;
@@ -86,6 +86,23 @@ impl AppState {
         }
     }
 
+    /// Counts a request of `user_id` in usage (no token: a page's, `crate::site`).
+    pub(crate) fn count_usage(&self, user_id: i64, endpoint: &'static str, status: u16, credits: i64) {
+        self.usage.record(user_id, endpoint, status, credits, None);
+    }
+
+    /// The rate limit of `user_id` at `per_minute`, counted for one more request: the requests
+    /// left, or a 429 (shared by replicas on Postgres, in memory on SQLite, as `authenticate`).
+    pub(crate) async fn admit(self: &Arc<Self>, user_id: i64, per_minute: u32) -> Result<u32, ApiError> {
+        let verdict = if self.accounts.is_shared() {
+            let (accounts, window) = (Arc::clone(&self.accounts), self.limiter.window());
+            blocking(move || Ok(timed("rate_check", || accounts.rate_check(user_id, per_minute, window))?)).await?
+        } else {
+            self.limiter.check(user_id, per_minute)
+        };
+        verdict.map_err(|retry_after| ApiError::TooManyRequests { retry_after })
+    }
+
     /// The watchlists' settings (the default cap of watched CNPJs per user, which webhook
     /// URLs are allowed).
     pub fn with_watchlists(mut self, settings: crate::watching::Settings) -> AppState {
@@ -127,8 +144,18 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// A caller that no token named: a person of the pages (`crate::site`), charged nothing yet.
+    pub(crate) fn new(user: User) -> Caller {
+        Caller { user, charged: Arc::default() }
+    }
+
     pub fn user_id(&self) -> i64 {
         self.user.id
+    }
+
+    /// The credits charged to this caller so far.
+    pub(crate) fn charged(&self) -> i64 {
+        self.charged.load(Ordering::SeqCst)
     }
 }
 
@@ -327,7 +354,7 @@ pub(crate) async fn authenticate(State(state): State<Shared>, mut request: Reque
         Err(retry_after) => (ApiError::TooManyRequests { retry_after }.into_response(), 0),
     };
     let credits = charged.load(Ordering::SeqCst);
-    state.usage.record(user_id, endpoint, response.status().as_u16(), credits, &prefix);
+    state.usage.record(user_id, endpoint, response.status().as_u16(), credits, Some(&prefix));
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
@@ -516,6 +543,91 @@ pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: 
     body.extend(pagination(total, page, per_page, records.len()));
     body.insert("data".into(), records.iter().map(|r| r.search_item()).collect());
     Ok(Value::Object(body))
+}
+
+/// The most rows a search's export holds.
+pub const EXPORT_MAX: u64 = 10_000;
+
+/// A company's page for people (`cnpj-pages`), for the CNPJ as sent: its batch record (the
+/// detail record with its tax regime; `null` when it is not in this month), a page of its
+/// company's establishments (`page`, `per_page` as in search) and its history, newest first.
+/// Read like detail and priced like detail: 1 when either the record or a history answers.
+pub async fn company_page(
+    state: &Shared,
+    caller: &Caller,
+    store: Arc<Store>,
+    cnpj: &str,
+    params: &Params,
+) -> Result<Value, ApiError> {
+    let (page, per_page) = params::pagination(params)?;
+    of_company(state, caller, cnpj, params, "detail", move |query, locale| {
+        let record = store.batch(query, locale)?;
+        let Some(history) = store.history(query, locale)? else { return Ok(None) };
+        let basico = query.basico().as_bytes().try_into().expect("a cnpj_basico has 8 characters");
+        let company = SearchFilters { cnpj: Some(CnpjQuery::Basico(basico)), ..Default::default() };
+        let (total, establishments) = store.search(&company, page, per_page, locale)?;
+        let mut listed = pagination(total, page, per_page, establishments.len());
+        listed.insert("data".into(), establishments.iter().map(|r| r.search_item()).collect());
+        Ok(Some(json!({"record": record, "establishments": listed, "history": history})))
+    })
+    .await
+}
+
+/// What exporting a search would cost, free: `(total, rows, credits)`, the matches, the rows an
+/// export of at most `rows` holds (never over `EXPORT_MAX`) and their price, per row like batch.
+pub async fn export_cost(
+    state: &Shared,
+    store: Arc<Store>,
+    params: &Params,
+    rows: u64,
+) -> Result<(u64, u64, i64), ApiError> {
+    let locale = params::locale(params)?;
+    let filters = params::search_filters(params)?;
+    let too_broad = params::too_broad(params);
+    let (total, _) = blocking(move || match store.search(&filters, 1, 1, locale) {
+        Err(StoreError::OverBudget) => Err(too_broad),
+        found => Ok(found?),
+    })
+    .await?;
+    let rows = rows.min(EXPORT_MAX).min(total);
+    Ok((total, rows, rows as i64 * state.prices.batch_item))
+}
+
+/// The first `rows` matches (at most `EXPORT_MAX`) of a search as search items, in its order,
+/// charged per row found like batch (as `export`; a 402 charges nothing).
+pub async fn export(
+    state: &Shared,
+    caller: &Caller,
+    store: Arc<Store>,
+    params: &Params,
+    rows: u64,
+) -> Result<Vec<Value>, ApiError> {
+    const PAGE: u64 = 1_000;
+    let locale = params::locale(params)?;
+    let filters = params::search_filters(params)?;
+    let too_broad = params::too_broad(params);
+    let rows = rows.min(EXPORT_MAX);
+    let records = blocking(move || {
+        let mut records = Vec::new();
+        for page in 1..=rows.div_ceil(PAGE) {
+            let (_, found) = match store.search(&filters, page, PAGE, locale) {
+                Err(StoreError::OverBudget) => return Err(too_broad),
+                found => found?,
+            };
+            let last = (found.len() as u64) < PAGE;
+            records.extend(found);
+            if last {
+                break;
+            }
+        }
+        records.truncate(rows as usize);
+        Ok(records)
+    })
+    .await?;
+    if !records.is_empty() {
+        charge(state, caller, records.len() as i64 * state.prices.batch_item, "export").await?;
+    }
+    Ok(records.iter().map(|r| r.search_item()).collect())
 }
 
 /// GET /api/v1/companies/{cnpj}/history: priced like detail, 1 when it answers.

@@ -57,17 +57,18 @@ fn now() -> i64 {
 }
 
 impl UsageCounter {
-    /// Counts one request (no I/O).
-    pub fn record(&self, user_id: i64, endpoint: &'static str, status: u16, credits: i64, token_prefix: &str) {
+    /// Counts one request (no I/O), and the use of its token when it had one (a page's has none).
+    pub fn record(&self, user_id: i64, endpoint: &'static str, status: u16, credits: i64, token_prefix: Option<&str>) {
         let at = now();
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         let counts = pending.0.entry((user_id, at.div_euclid(86_400), endpoint, status_class(status))).or_default();
         counts.0 += 1;
         counts.1 += credits;
-        match pending.1.get_mut(token_prefix) {
+        let Some(prefix) = token_prefix else { return };
+        match pending.1.get_mut(prefix) {
             Some(last) => *last = at,
             None => {
-                pending.1.insert(token_prefix.to_owned(), at);
+                pending.1.insert(prefix.to_owned(), at);
             }
         }
     }
@@ -141,7 +142,7 @@ mod tests {
                             "detail",
                             if i % 5 == 0 { 404 } else { 200 },
                             i64::from(i % 5 != 0),
-                            "cnpj_abcdefg",
+                            Some("cnpj_abcdefg"),
                         );
                     }
                 });

@@ -270,6 +270,18 @@ async fn update_route(
     Ok(Json(saved(changed.ok_or(ApiError::WatchlistNotFound)?)))
 }
 
+/// Adds `cnpj` to one of the user's lists, as a PATCH's `add` does (a page's button,
+/// `crate::site`): a 400 for an invalid CNPJ or past the cap, a 404 for no such list of theirs.
+pub(crate) async fn add(state: &Shared, user: i64, id: i64, cnpj: String) -> Result<(), ApiError> {
+    let accounts = Arc::clone(&state.accounts);
+    let changed = blocking(move || {
+        let change = WatchlistChange { add: &[cnpj], ..Default::default() };
+        timed("watchlists", || accounts.update_watchlist(user, id, &change)).map_err(|e| refused(e, "add"))
+    })
+    .await?;
+    changed.map(drop).ok_or(ApiError::WatchlistNotFound)
+}
+
 /// DELETE /api/v1/watchlists/{id}.
 async fn delete_route(
     State(state): State<Shared>,

@@ -30,6 +30,15 @@ impl Lang {
         }
     }
 
+    /// The locale of the registry's labels in this language.
+    pub fn locale(self) -> cnpj_model::Locale {
+        match self {
+            Lang::PtBr => cnpj_model::Locale::PtBr,
+            Lang::En => cnpj_model::Locale::En,
+            Lang::Es => cnpj_model::Locale::Es,
+        }
+    }
+
     pub fn parse(text: &str) -> Option<Lang> {
         let t = text.trim().to_ascii_lowercase();
         match t.as_str() {
@@ -60,7 +69,7 @@ impl Lang {
 
     /// A word or sentence of the pages (the key itself when unknown: a test finds it).
     pub fn t(self, key: &str) -> &'static str {
-        let Some((_, texts)) = TEXTS.iter().find(|(k, _)| *k == key) else { return "??" };
+        let Some((_, texts)) = TEXTS.iter().chain(COMPANY_TEXTS).find(|(k, _)| *k == key) else { return "??" };
         texts[match self {
             Lang::PtBr => 0,
             Lang::En => 1,
@@ -433,6 +442,268 @@ const TEXTS: &[(&str, [&str; 3])] = &[
     ("invalid", ["Valor inválido.", "Invalid value.", "Valor no válido."]),
 ];
 
+/// The company pages' words (search, a company's page, export), key → [pt-br, en, es]; a
+/// history event's name is `ev_<event>`, a changed field's `f_<field>`.
+const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
+    ("search_companies", ["Buscar empresas", "Search companies", "Buscar empresas"]),
+    ("filters", ["Filtros", "Filters", "Filtros"]),
+    ("all_filters", ["Todos os filtros", "Every filter", "Todos los filtros"]),
+    ("any", ["Qualquer", "Any", "Cualquiera"]),
+    ("abroad", ["EX (exterior)", "EX (abroad)", "EX (exterior)"]),
+    ("state", ["UF", "State", "Estado (UF)"]),
+    ("city", ["Município", "City", "Municipio"]),
+    (
+        "city_hint",
+        [
+            "Escolha a UF e atualize a lista para ver os municípios.",
+            "Choose a state and update the list to see its cities.",
+            "Elija el estado y actualice la lista para ver sus municipios.",
+        ],
+    ),
+    ("update_cities", ["Atualizar municípios", "Update the cities", "Actualizar municipios"]),
+    ("activity", ["Atividade (CNAE)", "Activity (CNAE)", "Actividad (CNAE)"]),
+    (
+        "activity_hint",
+        [
+            "O código (4711-3/02) ou palavras da descrição.",
+            "Its code (4711-3/02) or words of its description.",
+            "Su código (4711-3/02) o palabras de su descripción.",
+        ],
+    ),
+    ("choose_activity", ["Escolha a atividade", "Choose the activity", "Elija la actividad"]),
+    (
+        "activities_match",
+        [
+            "atividades têm essas palavras: escolha uma e busque.",
+            "activities have these words: choose one and search.",
+            "actividades tienen esas palabras: elija una y busque.",
+        ],
+    ),
+    (
+        "no_activity",
+        [
+            "Nenhuma atividade tem essas palavras.",
+            "No activity has these words.",
+            "Ninguna actividad tiene esas palabras.",
+        ],
+    ),
+    ("reg_status", ["Situação cadastral", "Registration status", "Situación catastral"]),
+    ("size", ["Porte", "Company size", "Tamaño"]),
+    ("legal_nature", ["Natureza jurídica", "Legal nature", "Naturaleza jurídica"]),
+    ("opened_from", ["Início de atividade a partir de", "Opened from", "Inicio de actividad desde"]),
+    ("opened_to", ["Início de atividade até", "Opened until", "Inicio de actividad hasta"]),
+    ("trading_name", ["Nome fantasia", "Trading name", "Nombre comercial"]),
+    (
+        "trading_name_hint",
+        [
+            "Parte do nome fantasia ou da razão social.",
+            "Part of the trading name or of the legal name.",
+            "Parte del nombre comercial o de la razón social.",
+        ],
+    ),
+    ("neighborhood", ["Bairro", "Neighbourhood", "Barrio"]),
+    ("cep", ["CEP", "Postal code (CEP)", "Código postal (CEP)"]),
+    (
+        "cep_hint",
+        ["O CEP ou o seu começo (01310).", "The code or its beginning (01310).", "El código o su comienzo (01310)."],
+    ),
+    ("cnpj", ["CNPJ", "CNPJ", "CNPJ"]),
+    (
+        "cnpj_hint",
+        [
+            "14 caracteres (um estabelecimento) ou 8 (a empresa toda).",
+            "14 characters (one establishment) or 8 (the whole company).",
+            "14 caracteres (un establecimiento) u 8 (toda la empresa).",
+        ],
+    ),
+    ("per_page", ["Resultados por página", "Results per page", "Resultados por página"]),
+    (
+        "search_price",
+        [
+            "Uma busca com resultados custa o mesmo que na API (1 crédito); sem resultados, nada.",
+            "A search with results costs what it costs on the API (1 credit); without results, nothing.",
+            "Una búsqueda con resultados cuesta lo mismo que en la API (1 crédito); sin resultados, nada.",
+        ],
+    ),
+    ("give_a_filter", ["Informe ao menos um filtro.", "Give at least one filter.", "Indique al menos un filtro."]),
+    ("results", ["Resultados", "Results", "Resultados"]),
+    ("no_results", ["Nenhuma empresa encontrada.", "No company found.", "Ninguna empresa encontrada."]),
+    ("page", ["Página", "Page", "Página"]),
+    ("pages", ["Páginas", "Pages", "Páginas"]),
+    ("first", ["Primeira", "First", "Primera"]),
+    ("previous", ["Anterior", "Previous", "Anterior"]),
+    ("next", ["Próxima", "Next", "Siguiente"]),
+    ("last", ["Última", "Last", "Última"]),
+    ("company_name", ["Razão social", "Legal name", "Razón social"]),
+    ("main_activity", ["Atividade principal", "Main activity", "Actividad principal"]),
+    ("opening_date", ["Início de atividade", "Opened", "Inicio de actividad"]),
+    ("company", ["Empresa", "Company", "Empresa"]),
+    ("company_not_found", ["Empresa não encontrada.", "Company not found.", "Empresa no encontrada."]),
+    (
+        "price_detail",
+        [
+            "Cada visita a esta página custa o mesmo que um detalhe na API (1 crédito).",
+            "Each visit of this page costs what a detail costs on the API (1 credit).",
+            "Cada visita a esta página cuesta lo mismo que un detalle en la API (1 crédito).",
+        ],
+    ),
+    (
+        "gone",
+        [
+            "Este CNPJ não está no mês publicado: só o seu histórico é mostrado.",
+            "This CNPJ is not in the month served: only its history is shown.",
+            "Este CNPJ no está en el mes publicado: solo se muestra su historial.",
+        ],
+    ),
+    ("identity", ["Identificação", "Identity", "Identificación"]),
+    ("head_or_branch", ["Matriz ou filial", "Head office or branch", "Matriz o sucursal"]),
+    ("capital", ["Capital social", "Share capital", "Capital social"]),
+    (
+        "federative_entity",
+        ["Ente federativo responsável", "Responsible federative entity", "Ente federativo responsable"],
+    ),
+    ("status_date", ["Data da situação cadastral", "Status date", "Fecha de la situación"]),
+    ("status_reason", ["Motivo da situação cadastral", "Status reason", "Motivo de la situación"]),
+    ("special_status", ["Situação especial", "Special status", "Situación especial"]),
+    ("special_status_date", ["Data da situação especial", "Special status date", "Fecha de la situación especial"]),
+    ("address", ["Endereço", "Address", "Dirección"]),
+    ("street", ["Logradouro", "Street", "Calle"]),
+    ("number", ["Número", "Number", "Número"]),
+    ("complement", ["Complemento", "Complement", "Complemento"]),
+    ("country", ["País", "Country", "País"]),
+    (
+        "one_line_address",
+        [
+            "Endereço em uma linha (um clique o seleciona para copiar):",
+            "The address on one line (a click selects it, to copy):",
+            "La dirección en una línea (un clic la selecciona para copiar):",
+        ],
+    ),
+    ("contact", ["Contato", "Contact", "Contacto"]),
+    ("phone", ["Telefone", "Telephone", "Teléfono"]),
+    ("fax", ["Fax", "Fax", "Fax"]),
+    ("none", ["Nenhum.", "None.", "Ninguno."]),
+    ("activities", ["Atividades", "Activities", "Actividades"]),
+    ("secondary_activities", ["Atividades secundárias", "Secondary activities", "Actividades secundarias"]),
+    ("tax", ["Tributação", "Taxation", "Tributación"]),
+    ("simples", ["Optante pelo Simples Nacional", "Opted for Simples Nacional", "Optante por el Simples Nacional"]),
+    ("tax_regime", ["Regime tributário", "Tax regime", "Régimen tributario"]),
+    ("yes", ["Sim", "Yes", "Sí"]),
+    ("no", ["Não", "No", "No"]),
+    ("partners", ["Quadro de sócios", "Partners", "Socios"]),
+    ("partner_name", ["Nome", "Name", "Nombre"]),
+    ("qualification", ["Qualificação", "Qualification", "Calificación"]),
+    ("partner_type", ["Tipo", "Type", "Tipo"]),
+    ("document", ["Documento (mascarado)", "Document (masked)", "Documento (enmascarado)"]),
+    ("entry_date", ["Data de entrada", "Entered", "Fecha de entrada"]),
+    ("age_range", ["Faixa etária", "Age range", "Franja de edad"]),
+    ("representative", ["Representante legal", "Legal representative", "Representante legal"]),
+    ("watch", ["Acompanhar", "Watch", "Seguir"]),
+    ("watch_list", ["Lista", "List", "Lista"]),
+    (
+        "whole_company",
+        [
+            "A empresa toda (todos os estabelecimentos)",
+            "The whole company (every establishment)",
+            "Toda la empresa (todos los establecimientos)",
+        ],
+    ),
+    ("add_to_list", ["Adicionar à lista", "Add to the list", "Añadir a la lista"]),
+    (
+        "no_watchlists",
+        [
+            "Você ainda não tem listas de acompanhamento; crie uma na sua conta.",
+            "You have no watchlist yet; make one on your account.",
+            "Aún no tiene listas de seguimiento; cree una en su cuenta.",
+        ],
+    ),
+    ("watched", ["Adicionado à lista.", "Added to the list.", "Añadido a la lista."]),
+    ("back_to_company", ["Voltar à empresa", "Back to the company", "Volver a la empresa"]),
+    (
+        "establishments",
+        ["Estabelecimentos da empresa", "The company's establishments", "Establecimientos de la empresa"],
+    ),
+    ("this_one", ["este", "this one", "este"]),
+    ("history", ["Histórico de alterações", "History of changes", "Historial de cambios"]),
+    ("no_history", ["Nenhuma alteração registrada.", "No change recorded.", "Ningún cambio registrado."]),
+    ("became", ["passou a", "became", "pasó a"]),
+    ("export", ["Exportar", "Export", "Exportar"]),
+    ("export_csv", ["Exportar em CSV", "Export as CSV", "Exportar en CSV"]),
+    ("export_found", ["Empresas encontradas", "Companies found", "Empresas encontradas"]),
+    ("export_rows", ["Linhas exportadas", "Rows exported", "Filas exportadas"]),
+    (
+        "export_rows_asked",
+        ["Linhas a exportar (até 10.000)", "Rows to export (up to 10,000)", "Filas a exportar (hasta 10.000)"],
+    ),
+    ("export_cost", ["Custo em créditos (1 por linha)", "Cost in credits (1 a row)", "Costo en créditos (1 por fila)"]),
+    ("update", ["Atualizar", "Update", "Actualizar"]),
+    ("confirm_export", ["Confirmar e baixar", "Confirm and download", "Confirmar y descargar"]),
+    ("nothing_to_export", ["Nada a exportar.", "Nothing to export.", "Nada que exportar."]),
+    ("back_to_search", ["Voltar à busca", "Back to the search", "Volver a la búsqueda"]),
+    (
+        "no_credits",
+        [
+            "Créditos insuficientes: nada foi cobrado.",
+            "Not enough credits: nothing was charged.",
+            "Créditos insuficientes: no se cobró nada.",
+        ],
+    ),
+    (
+        "too_many_requests",
+        [
+            "Muitas requisições. Espere um pouco e tente de novo.",
+            "Too many requests. Wait a little and try again.",
+            "Demasiadas solicitudes. Espere un poco e inténtelo de nuevo.",
+        ],
+    ),
+    (
+        "failed",
+        [
+            "Algo deu errado do nosso lado. Tente de novo.",
+            "Something went wrong on our side. Try again.",
+            "Algo salió mal de nuestro lado. Inténtelo de nuevo.",
+        ],
+    ),
+    ("ev_opened", ["Aberto", "Opened", "Abierto"]),
+    ("ev_disappeared", ["Saiu do cadastro", "Disappeared", "Desapareció"]),
+    ("ev_status_changed", ["Situação cadastral alterada", "Status changed", "Situación cambiada"]),
+    ("ev_moved", ["Endereço alterado", "Moved", "Dirección cambiada"]),
+    ("ev_renamed", ["Nome alterado", "Renamed", "Nombre cambiado"]),
+    (
+        "ev_main_activity_changed",
+        ["Atividade principal alterada", "Main activity changed", "Actividad principal cambiada"],
+    ),
+    (
+        "ev_secondary_activities_changed",
+        ["Atividades secundárias alteradas", "Secondary activities changed", "Actividades secundarias cambiadas"],
+    ),
+    ("ev_legal_nature_changed", ["Natureza jurídica alterada", "Legal nature changed", "Naturaleza jurídica cambiada"]),
+    ("ev_capital_changed", ["Capital social alterado", "Capital changed", "Capital cambiado"]),
+    ("ev_size_changed", ["Porte alterado", "Size changed", "Tamaño cambiado"]),
+    ("ev_partner_entered", ["Entrada de sócio", "Partner entered", "Entrada de socio"]),
+    ("ev_partner_left", ["Saída de sócio", "Partner left", "Salida de socio"]),
+    ("ev_simples_opted_in", ["Opção pelo Simples", "Opted into Simples", "Opción por el Simples"]),
+    ("ev_simples_opted_out", ["Exclusão do Simples", "Opted out of Simples", "Exclusión del Simples"]),
+    ("ev_mei_opted_in", ["Opção pelo MEI", "Opted into MEI", "Opción por el MEI"]),
+    ("ev_mei_opted_out", ["Exclusão do MEI", "Opted out of MEI", "Exclusión del MEI"]),
+    ("ev_tax_regime_changed", ["Regime tributário alterado", "Tax regime changed", "Régimen tributario cambiado"]),
+    ("f_situacao_cadastral", ["Situação cadastral", "Registration status", "Situación catastral"]),
+    ("f_municipio", ["Município", "City", "Municipio"]),
+    ("f_cep", ["CEP", "Postal code", "Código postal"]),
+    ("f_logradouro", ["Logradouro", "Street", "Calle"]),
+    ("f_nome_fantasia", ["Nome fantasia", "Trading name", "Nombre comercial"]),
+    ("f_razao_social", ["Razão social", "Legal name", "Razón social"]),
+    ("f_cnae_fiscal", ["Atividade principal", "Main activity", "Actividad principal"]),
+    ("f_cnaes_secundarios", ["Atividades secundárias", "Secondary activities", "Actividades secundarias"]),
+    ("f_natureza_juridica", ["Natureza jurídica", "Legal nature", "Naturaleza jurídica"]),
+    ("f_capital_social", ["Capital social", "Share capital", "Capital social"]),
+    ("f_porte_empresa", ["Porte", "Company size", "Tamaño"]),
+    ("f_socios", ["Sócio", "Partner", "Socio"]),
+    ("f_opcao_simples", ["Opção pelo Simples", "Simples option", "Opción por el Simples"]),
+    ("f_opcao_mei", ["Opção pelo MEI", "MEI option", "Opción por el MEI"]),
+    ("f_regime_tributario", ["Regime tributário", "Tax regime", "Régimen tributario"]),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,8 +730,10 @@ mod tests {
 
     #[test]
     fn every_text_is_in_three_languages() {
-        for (key, texts) in TEXTS {
+        let mut keys = std::collections::HashSet::new();
+        for (key, texts) in TEXTS.iter().chain(COMPANY_TEXTS) {
             assert!(texts.iter().all(|t| !t.is_empty()), "{key}");
+            assert!(keys.insert(key), "{key} twice");
         }
         assert_eq!(Lang::En.t("login"), "Log in");
         assert_eq!(Lang::Es.t("nope"), "??");

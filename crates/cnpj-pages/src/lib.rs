@@ -2,7 +2,10 @@
 //! out, forgotten and reset passwords, email verification (`auth`), and the profile page where a
 //! user sees their plan, balances, usage and ledger and makes and revokes their own API tokens
 //! (`profile`), their watchlists, each on a page of its own with its webhook and deliveries
-//! (`watchlists`), and the admin pages (`admin`). Server-rendered HTML (askama templates, compiled in, every value escaped), no
+//! (`watchlists`), and the admin pages (`admin`); with a registry (`registry`: the API's
+//! endpoints, answered and charged by the service), the company search (`search`), a company's
+//! page (`company`) and a search's export as CSV (`export`). Server-rendered HTML (askama
+//! templates, compiled in, every value escaped), no
 //! JavaScript, in pt-br, en and es (`i18n`), one plain style sheet; verification and reset links
 //! by mail when SMTP is configured (`mail`). What keeps them safe (session cookies, CSRF tokens,
 //! the Origin check, password rules, headers) is `guard`.
@@ -10,10 +13,15 @@
 mod admin;
 mod auth;
 mod chart;
+mod company;
+mod export;
 mod guard;
 mod i18n;
 mod mail;
 mod profile;
+mod registry;
+mod search;
+mod show;
 mod watchlists;
 
 use std::net::{IpAddr, SocketAddr};
@@ -33,6 +41,7 @@ use guard::{
 };
 pub use i18n::Lang;
 pub use mail::{MailError, Mailer};
+pub use registry::{Answer, ExportCost, Pairs, Refusal, Registry};
 
 /// Who may sign up at `/signup`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,12 +76,24 @@ pub fn password_problem(password: &str, email: &str) -> Option<&'static str> {
 pub(crate) struct Pages {
     accounts: Arc<Accounts>,
     config: Arc<Config>,
+    /// The registry the company pages read (none: those pages are not served).
+    registry: Option<Arc<dyn Registry>>,
 }
 
-/// The pages' routes (each answers its own methods), to merge into the service's router.
-pub fn router(accounts: Arc<Accounts>, config: Config) -> Router {
-    let pages = Pages { accounts, config: Arc::new(config) };
+/// The pages' routes (each answers its own methods), to merge into the service's router; the
+/// company search, pages and export only with a `registry`.
+pub fn router(accounts: Arc<Accounts>, config: Config, registry: Option<Arc<dyn Registry>>) -> Router {
+    // A HEAD would be charged like the GET it stands for: 405 instead.
+    let no_head = || async { (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET")]) };
+    let companies = Router::new()
+        .route("/search", get(search::page).head(no_head))
+        .route("/search/export", get(export::confirm).post(export::run))
+        .route("/companies/{cnpj}", get(company::page).head(no_head))
+        .route("/companies/{cnpj}/watch", post(company::watch));
+    let pages = Pages { accounts, config: Arc::new(config), registry };
+    let companies = if pages.registry.is_some() { companies } else { Router::new() };
     Router::new()
+        .merge(companies)
         .route("/", get(|| async { see_other("/account") }))
         .route("/pages/style.css", get(style))
         .route("/signup", get(auth::signup_page).post(auth::signup))
@@ -201,6 +222,23 @@ impl Visit {
 
     pub(crate) fn not_found(&self) -> Response {
         self.message(StatusCode::NOT_FOUND, "not_found", self.lang.t("not_found"), true, None)
+    }
+
+    /// The page of a registry's refusal (an invalid parameter has a page of its own where a form
+    /// can show it).
+    fn refused(&self, refusal: &Refusal) -> Response {
+        let (status, key) = match refusal {
+            Refusal::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
+            Refusal::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            Refusal::InsufficientCredits => (StatusCode::PAYMENT_REQUIRED, "no_credits"),
+            Refusal::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
+            Refusal::Failed => (StatusCode::INTERNAL_SERVER_ERROR, "failed"),
+        };
+        let mut response = self.message(status, key, self.lang.t(key), true, Some(("/account", "account")));
+        if let Refusal::TooManyRequests { retry_after } = refusal {
+            response.headers_mut().insert(header::RETRY_AFTER, (*retry_after).into());
+        }
+        response
     }
 
     /// A page of one message (and maybe a link).

@@ -38,7 +38,7 @@ fn site_mailing(signup: Signup, secure_cookies: bool, smtp: Option<&str>) -> Sit
         Mailer::new(&format!("smtp://{smtp}"), "Registry <no-reply@example.com>", &format!("http://{addr}")).unwrap()
     });
     let webhooks = cnpj_webhooks::Policy::default();
-    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies, mail, webhooks });
+    let router = cnpj_pages::router(Arc::clone(&accounts), Config { signup, secure_cookies, mail, webhooks }, None);
     runtime.spawn(async move {
         axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
     });

@@ -14,14 +14,15 @@ use serde_json::{Value, json};
 
 use crate::{Server, get, request};
 
-/// chromedriver on a free loopback port, stopped when dropped.
-struct Driver {
+/// chromedriver on a free loopback port, stopped when dropped (the company pages' walk,
+/// `pages_walk`, drives it too).
+pub(crate) struct Driver {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Driver {
-    fn start() -> Driver {
+    pub(crate) fn start() -> Driver {
         let mut child = Command::new("chromedriver")
             .arg("--port=0")
             .stdin(Stdio::null())
@@ -69,7 +70,7 @@ impl Driver {
 
 impl Driver {
     /// What the browser logged (chromedriver's log endpoint): console messages, CSP refusals, failed loads.
-    fn browser_log(&self, session: &str) -> Value {
+    pub(crate) fn browser_log(&self, session: &str) -> Value {
         let addr = self.url.trim_start_matches("http://");
         let body = json!({"type": "browser"}).to_string();
         let reply = request(addr, "POST", &format!("/session/{session}/se/log"), None, Some(body.as_bytes()));
@@ -92,7 +93,7 @@ fn operations(doc: &Value) -> Vec<(String, String)> {
 }
 
 /// Waits up to 30 s for an element.
-async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
+pub(crate) async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
     let wait = client.wait().at_most(Duration::from_secs(30));
     wait.for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"))
 }

@@ -9,11 +9,16 @@
 //! operator's commands for people and the pages beside the API. Module `watchlists`: lists per
 //! user, their events (over evolved synthetic months too), webhooks. Module `webhooks`: deliveries
 //! by two replicas on one Postgres store (each page once), and after a sender killed mid-delivery.
+//! Module `company_pages`: the company search, a company's page and the export for people, charged
+//! as the API charges; module `pages_walk`: the same walked in headless Chromium over an evolved
+//! synthetic month.
 
 mod changes;
+mod company_pages;
 mod docs;
 mod mcp;
 mod operating;
+mod pages_walk;
 mod people;
 mod watchlists;
 mod webhooks;

@@ -1,0 +1,185 @@
+//! A search's results as a CSV file, for people logged in: `GET /search/export` shows what it
+//! costs (the rows, at most 10,000, priced per row found like batch; asking is free) and the
+//! balance, and asks to confirm; `POST /search/export` (the confirmed form, with its CSRF token)
+//! has the registry read and charge them, and answers the file: UTF-8, a header, one column per
+//! field of the search item (nested objects flattened as `endereco.uf`, lists as JSON), a cell
+//! that a spreadsheet would take for a formula led by `'`.
+
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+use crate::registry::{Pairs, Refusal};
+use crate::search::{Activity, MAX_FIELD, filters, label_of, query};
+use crate::{Common, Fields, Pages, Visit, blocking, see_other, show};
+
+/// The most rows of an export.
+pub(crate) const MAX_ROWS: u64 = 10_000;
+
+#[derive(Template)]
+#[template(path = "export.html")]
+pub(crate) struct ExportPage {
+    pub common: Common,
+    /// The search's filters, carried by both forms.
+    pub filters: Pairs,
+    pub back: String,
+    pub total: String,
+    pub rows: u64,
+    pub shown_rows: String,
+    pub credits: String,
+    pub balance: String,
+    pub affordable: bool,
+    pub invalid: Vec<(String, String)>,
+}
+
+/// The search's filters (as its links carry them: the activity by its code) and the rows asked
+/// (1 to `MAX_ROWS`, all of them when not given).
+fn asked(fields: &Fields) -> (Pairs, u64) {
+    let code = fields.text("business_sector", 20);
+    let activity = if code.is_empty() { Activity::Any } else { Activity::Code(code) };
+    let rows = fields.text("rows", 6).parse::<u64>().map_or(MAX_ROWS, |n| n.clamp(1, MAX_ROWS));
+    let mut pairs = filters(fields, &activity);
+    pairs.retain(|(_, value)| value.chars().count() <= MAX_FIELD);
+    (pairs, rows)
+}
+
+/// GET /search/export: the cost of the export and the form that confirms it.
+pub(crate) async fn confirm(State(pages): State<Pages>, visit: Visit, RawQuery(raw): RawQuery) -> Response {
+    let (Some((_, session)), Some(registry)) = (visit.session.as_ref(), pages.registry.as_deref()) else {
+        return see_other("/login");
+    };
+    let lang = visit.lang;
+    let (filters, rows) = asked(&Fields::parse(raw.as_deref().unwrap_or("").as_bytes()));
+    let mut params = filters.clone();
+    params.push(("locale".to_owned(), lang.locale().code().to_owned()));
+    let mut page = ExportPage {
+        common: visit.common("export"),
+        back: format!("/search?{}", query(&filters)),
+        filters,
+        total: String::new(),
+        rows: 0,
+        shown_rows: String::new(),
+        credits: String::new(),
+        balance: String::new(),
+        affordable: false,
+        invalid: Vec::new(),
+    };
+    let cost = match registry.export_cost(&session.person, params, rows).await {
+        Ok(cost) => cost,
+        Err(Refusal::Invalid(invalid)) => {
+            page.invalid = invalid.into_iter().map(|(param, message)| (label_of(lang, &param), message)).collect();
+            return visit.render(StatusCode::BAD_REQUEST, &page);
+        }
+        Err(refusal) => return visit.refused(&refusal),
+    };
+    let id = session.person.id;
+    let balance = match blocking(&pages, move |a| Ok(a.person(id)?.map(|p| a.allowance_left(&p) + p.credits))).await {
+        Ok(balance) => balance.unwrap_or(0),
+        Err(e) => return e.into_response(),
+    };
+    page.total = show::count(lang, cost.total);
+    page.rows = cost.rows;
+    page.shown_rows = show::count(lang, cost.rows);
+    page.credits = show::count(lang, cost.credits.max(0) as u64);
+    page.balance = show::count(lang, balance.max(0) as u64);
+    page.affordable = cost.credits <= balance;
+    visit.render(StatusCode::OK, &page)
+}
+
+/// POST /search/export: the confirmed export, charged, answered as a CSV file.
+pub(crate) async fn run(State(pages): State<Pages>, visit: Visit, body: Bytes) -> Response {
+    let form = Fields::parse(&body);
+    let (Some((_, session)), Some(registry)) = (visit.session.as_ref(), pages.registry.as_deref()) else {
+        return see_other("/login");
+    };
+    if !visit.post_allowed(form.get("csrf_token"), true) {
+        return visit.forbidden();
+    }
+    let (mut params, rows) = asked(&form);
+    params.push(("locale".to_owned(), visit.lang.locale().code().to_owned()));
+    match registry.export(&session.person, params, rows).await {
+        Ok(items) => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (header::CONTENT_DISPOSITION, "attachment; filename=\"cnpj-search.csv\""),
+            ],
+            csv(&items),
+        )
+            .into_response(),
+        Err(Refusal::Invalid(invalid)) => {
+            let message = invalid.into_iter().map(|(_, m)| m).collect::<Vec<_>>().join(" ");
+            visit.message(StatusCode::BAD_REQUEST, "export", &message, true, Some(("/search", "search_companies")))
+        }
+        Err(refusal) => visit.refused(&refusal),
+    }
+}
+
+/// An item's fields as (column, cell): nested objects flattened (`endereco.uf`), lists as JSON.
+fn cells(prefix: &str, object: &Map<String, Value>, out: &mut Vec<(String, String)>) {
+    for (key, value) in object {
+        let column = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        match value {
+            Value::Object(inner) => cells(&column, inner, out),
+            Value::String(s) => out.push((column, s.clone())),
+            Value::Null => out.push((column, String::new())),
+            other => out.push((column, other.to_string())),
+        }
+    }
+}
+
+/// A CSV cell: quoted when it holds a comma, a quote or a line break; led by `'` when a
+/// spreadsheet would read it as a formula (`=`, `+`, `-`, `@`, a tab or a carriage return first).
+fn cell(text: &str) -> String {
+    let text = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{text}") } else { text.to_owned() };
+    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+}
+
+/// The items as CSV (lines end in CRLF): a header of the first item's columns, a line per item.
+pub(crate) fn csv(items: &[Value]) -> String {
+    let rows: Vec<Vec<(String, String)>> = items
+        .iter()
+        .map(|item| {
+            let mut out = Vec::new();
+            cells("", item.as_object().unwrap_or(&Map::new()), &mut out);
+            out
+        })
+        .collect();
+    let header: Vec<&str> = rows.first().map_or(Vec::new(), |r| r.iter().map(|(c, _)| c.as_str()).collect());
+    let mut out = String::new();
+    let line = |cells: Vec<String>| cells.join(",") + "\r\n";
+    out.push_str(&line(header.iter().map(|c| cell(c)).collect()));
+    for row in &rows {
+        out.push_str(&line(row.iter().map(|(_, value)| cell(value)).collect()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn check(items: Value, expected: &str) {
+        assert_eq!(csv(items.as_array().unwrap()), expected);
+    }
+
+    #[test]
+    fn items_as_csv() {
+        check(
+            json!([
+                {"cnpj": "11222333000181", "razao_social": "ACME, \"A\"", "endereco": {"uf": "SP", "cep": ""},
+                 "cnaes_secundarios": [{"codigo": "1"}], "data": null},
+                {"cnpj": "44555666000181", "razao_social": "=SUM(A1)", "endereco": {"uf": "EX", "cep": "0"},
+                 "cnaes_secundarios": [], "data": "2020-01-01"}
+            ]),
+            "cnpj,razao_social,endereco.uf,endereco.cep,cnaes_secundarios,data\r\n\
+             11222333000181,\"ACME, \"\"A\"\"\",SP,,\"[{\"\"codigo\"\":\"\"1\"\"}]\",\r\n\
+             44555666000181,'=SUM(A1),EX,0,[],2020-01-01\r\n",
+        );
+        check(json!([{"nome": "linha\nquebrada", "x": -1}]), "nome,x\r\n\"linha\nquebrada\",'-1\r\n");
+    }
+}
