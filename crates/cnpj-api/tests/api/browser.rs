@@ -5,17 +5,20 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-use crate::parse_reply;
+use crate::{Reply, parse_reply};
 
-/// chromedriver on a free loopback port, stopped when dropped.
+/// chromedriver on a free loopback port, stopped when dropped, with the sessions it opened (a
+/// test that panicked leaves its own open, whose Chromium would outlive a killed chromedriver).
 pub(crate) struct Driver {
     child: Child,
     url: String,
+    sessions: Mutex<Vec<String>>,
 }
 
 impl Driver {
@@ -35,7 +38,7 @@ impl Driver {
             .expect("chromedriver prints its port");
         // Keep reading its output, so that it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        Driver { child, url: format!("http://127.0.0.1:{port}") }
+        Driver { child, url: format!("http://127.0.0.1:{port}"), sessions: Mutex::default() }
     }
 
     /// A new headless Chromium session, with a profile of its own and no network but loopback's.
@@ -61,49 +64,59 @@ impl Driver {
         });
         let Value::Object(caps) = caps else { unreachable!("an object literal") };
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        ClientBuilder::new(connector).capabilities(caps).connect(&self.url).await.expect("a Chromium session")
+        let client =
+            ClientBuilder::new(connector).capabilities(caps).connect(&self.url).await.expect("a Chromium session");
+        let id = client.session_id().await.unwrap().expect("a session id");
+        self.sessions.lock().unwrap().push(id);
+        client
     }
 
     /// What the browser logged since the last look (chromedriver's log endpoint): console
     /// messages, CSP refusals, failed loads.
     pub(crate) fn browser_log(&self, session: &str) -> Value {
-        let addr = self.url.trim_start_matches("http://");
-        let body = json!({"type": "browser"}).to_string();
-        let head = format!("POST /session/{session}/se/log HTTP/1.1\r\nHost: {addr}\r\n");
-        let raw = format!("{head}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
-        let mut stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        stream.write_all(raw.as_bytes()).unwrap();
-        let reply = parse_reply(&read_answer(&mut stream));
+        let path = format!("/session/{session}/se/log");
+        let reply = self.call("POST", &path, &json!({"type": "browser"})).expect("chromedriver answers");
         assert_eq!(reply.status, 200, "{}", reply.body);
         reply.body["value"].clone()
     }
-}
 
-/// An HTTP answer read to the end of its `Content-Length` (chromedriver keeps the connection open,
-/// whatever the request or its own `Connection: close` say).
-fn read_answer(stream: &mut TcpStream) -> Vec<u8> {
-    let mut reader = BufReader::new(stream);
-    let (mut raw, mut length) = (Vec::new(), 0);
-    loop {
-        let start = raw.len();
-        assert!(reader.read_until(b'\n', &mut raw).unwrap() > 0, "a whole answer from chromedriver");
-        let line = String::from_utf8_lossy(&raw[start..]).to_ascii_lowercase();
-        if let Some(value) = line.strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap();
+    /// A request to chromedriver, its answer read to the end of its `Content-Length` (chromedriver
+    /// keeps the connection open, whatever the request or its own `Connection: close` say).
+    fn call(&self, method: &str, path: &str, body: &Value) -> std::io::Result<Reply> {
+        let (addr, body) = (self.url.trim_start_matches("http://"), body.to_string());
+        let head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
+        let raw = format!("{head}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        let stream = TcpStream::connect(addr)?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        (&stream).write_all(raw.as_bytes())?;
+        let mut reader = BufReader::new(stream);
+        let (mut answer, mut length) = (Vec::new(), 0);
+        loop {
+            let start = answer.len();
+            if reader.read_until(b'\n', &mut answer)? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            let line = String::from_utf8_lossy(&answer[start..]).to_ascii_lowercase();
+            if let Some(value) = line.strip_prefix("content-length:") {
+                length = value.trim().parse().map_err(std::io::Error::other)?;
+            }
+            if line == "\r\n" {
+                break;
+            }
         }
-        if line == "\r\n" {
-            break;
-        }
+        let start = answer.len();
+        answer.resize(start + length, 0);
+        reader.read_exact(&mut answer[start..])?;
+        Ok(parse_reply(&answer))
     }
-    let start = raw.len();
-    raw.resize(start + length, 0);
-    reader.read_exact(&mut raw[start..]).unwrap();
-    raw
 }
 
 impl Drop for Driver {
+    /// Quits the sessions still open (their browsers), then stops chromedriver.
     fn drop(&mut self) {
+        for session in self.sessions.get_mut().map(std::mem::take).unwrap_or_default() {
+            let _ = self.call("DELETE", &format!("/session/{session}"), &json!({}));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
