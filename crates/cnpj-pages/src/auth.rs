@@ -300,8 +300,9 @@ pub(crate) async fn reset_page(State(pages): State<Pages>, visit: Visit, Query(q
     let token = q.token.unwrap_or_default().chars().take(128).collect::<String>();
     let peek = token.clone();
     match blocking(&pages, move |a| a.peek_link(&peek, LinkKind::Reset)).await {
-        Ok(Some(_)) => {
-            visit.render(StatusCode::OK, &templates::Reset { common: visit.common("reset"), error: None, token })
+        Ok(Some(link)) => {
+            let page = templates::Reset { common: visit.common("reset"), error: None, token, email: link.email };
+            visit.render(StatusCode::OK, &page)
         }
         Ok(None) => visit.message(
             StatusCode::NOT_FOUND,
@@ -329,8 +330,8 @@ pub(crate) async fn reset(State(pages): State<Pages>, visit: Visit, body: Bytes)
         Err(e) => return e.into_response(),
     };
     if let Some(problem) = password_problem(&password, &link.email) {
-        let page =
-            templates::Reset { common: visit.common("reset"), error: Some(visit.lang.t(problem).to_owned()), token };
+        let error = Some(visit.lang.t(problem).to_owned());
+        let page = templates::Reset { common: visit.common("reset"), error, token, email: link.email.clone() };
         return visit.render(StatusCode::BAD_REQUEST, &page);
     }
     let done = blocking(&pages, move |a| a.reset_password(&token, &cnpj_accounts::hash_password(&password)?)).await;

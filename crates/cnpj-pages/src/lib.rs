@@ -390,6 +390,8 @@ mod templates {
         pub common: Common,
         pub error: Option<String>,
         pub token: String,
+        /// The account's, for password managers (a hidden username field).
+        pub email: String,
     }
 
     pub struct TokenRow {

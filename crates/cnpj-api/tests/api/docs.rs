@@ -5,97 +5,15 @@
 //! the page's own "Authorize" and "Try it out" reaches the server (and is charged); the page and
 //! its assets are served without a token, without charge, from this origin only.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
+use crate::browser::{Driver, element};
 use crate::{Server, get, request};
-
-/// chromedriver on a free loopback port, stopped when dropped (the company pages' walk,
-/// `pages_walk`, drives it too).
-pub(crate) struct Driver {
-    child: Child,
-    pub(crate) url: String,
-}
-
-impl Driver {
-    pub(crate) fn start() -> Driver {
-        let mut child = Command::new("chromedriver")
-            .arg("--port=0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver runs (Debian: apt-get install chromium-driver; scripts/setup-test-deps installs it)");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let port = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| l.split("started successfully on port ").nth(1).map(|p| p.trim_end_matches('.').to_owned()))
-            .expect("chromedriver prints its port");
-        // Keep reading its output, so that it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Driver { child, url: format!("http://127.0.0.1:{port}") }
-    }
-
-    /// A new headless Chromium session, with a profile of its own and no network but loopback's.
-    async fn session(&self, profile: &std::path::Path) -> Client {
-        let args = [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--window-size=1280,2000",
-        ];
-        let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        args.push(format!("--user-data-dir={}", profile.display()));
-        let caps = json!({
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
-            "goog:loggingPrefs": {"browser": "ALL"},
-        });
-        let Value::Object(caps) = caps else { unreachable!("an object literal") };
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        ClientBuilder::new(connector).capabilities(caps).connect(&self.url).await.expect("a Chromium session")
-    }
-}
-
-impl Driver {
-    /// What the browser logged (chromedriver's log endpoint): console messages, CSP refusals, failed loads.
-    pub(crate) fn browser_log(&self, session: &str) -> Value {
-        let addr = self.url.trim_start_matches("http://");
-        let body = json!({"type": "browser"}).to_string();
-        let reply = request(addr, "POST", &format!("/session/{session}/se/log"), None, Some(body.as_bytes()));
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        reply.body["value"].clone()
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The (method, path) of every operation of an OpenAPI document, in its order.
 fn operations(doc: &Value) -> Vec<(String, String)> {
     let paths = doc["paths"].as_object().unwrap();
     paths.iter().flat_map(|(path, item)| item.as_object().unwrap().keys().map(|m| (m.clone(), path.clone()))).collect()
-}
-
-/// Waits up to 30 s for an element.
-pub(crate) async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
-    let wait = client.wait().at_most(Duration::from_secs(30));
-    wait.for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"))
 }
 
 #[test]

@@ -6,13 +6,16 @@
 //! page in headless Chromium. Module `mcp`: the MCP endpoint driven by the official Python SDK.
 //! Module `operating`: probes and status, metrics (scraped by a real Prometheus), request ids and
 //! the JSON log, shutdown. Module `people`: the account as JSON, plans, usage counting, the
-//! operator's commands for people and the pages beside the API. Module `watchlists`: lists per
-//! user, their events (over evolved synthetic months too), webhooks. Module `webhooks`: deliveries
-//! by two replicas on one Postgres store (each page once), and after a sender killed mid-delivery.
-//! Module `company_pages`: the company search, a company's page and the export for people, charged
-//! as the API charges; module `pages_walk`: the same walked in headless Chromium over an evolved
-//! synthetic month.
+//! operator's commands for people and the pages beside the API. Module `walk`: the pages for
+//! people walked through in headless Chromium, axe-core run in every page, screenshots. Module
+//! `watchlists`: lists per user, their events (over evolved synthetic months too), webhooks. Module
+//! `webhooks`: deliveries by two replicas on one Postgres store (each page once), and after a
+//! sender killed mid-delivery. Module `company_pages`: the company search, a company's page and the
+//! export for people, charged as the API charges; module `pages_walk`: the same walked in headless
+//! Chromium over an evolved synthetic month. Module `browser`: chromedriver and Chromium for
+//! `docs`, `walk` and `pages_walk`.
 
+mod browser;
 mod changes;
 mod company_pages;
 mod docs;
@@ -20,6 +23,7 @@ mod mcp;
 mod operating;
 mod pages_walk;
 mod people;
+mod walk;
 mod watchlists;
 mod webhooks;
 
@@ -103,13 +107,12 @@ impl Server {
         configure: impl FnOnce(&mut Command),
     ) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cnpj-api"));
-        command
-            .args(accounts.args())
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(dataset)
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped());
+        command.args(accounts.args()).arg("serve");
+        // A free port unless `extra` names the address.
+        if !extra.contains(&"--listen") {
+            command.args(["--listen", "127.0.0.1:0"]);
+        }
+        command.args(dataset).args(extra).env("RUST_LOG", "warn").stdout(Stdio::piped());
         configure(&mut command);
         let mut child = command.spawn().expect("the server starts");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -139,6 +142,19 @@ impl Server {
     fn signal(&self, sig: &str) {
         let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
         assert!(ok);
+    }
+}
+
+/// Waits (at most 40 s: the drain's 30 and some) for a server sent SIGTERM to exit; whether it
+/// exited 0.
+fn exited(s: &mut Server) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            return status.success();
+        }
+        assert!(Instant::now() < deadline, "the server did not exit within 40 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::{AccountsAt, Reply, Server, build_dataset, error_of, exchange, get, pg_database, post, request, root};
+use super::{
+    AccountsAt, Reply, Server, build_dataset, error_of, exchange, exited, get, pg_database, post, request, root,
+};
 
 fn now_secs() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
@@ -44,19 +46,6 @@ pub(super) fn value(text: &str, name: &str, labels: Labels) -> Option<f64> {
         }
     }
     sum
-}
-
-/// Waits (at most 40 s: the drain's 30 and some) for a server sent SIGTERM to exit; whether it
-/// exited 0.
-fn exited(s: &mut Server) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            return status.success();
-        }
-        assert!(Instant::now() < deadline, "the server did not exit within 40 s of SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A 14-character CNPJ with valid check digits and base `9` + `n` (none such in the sample dump).

@@ -9,13 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 
 use super::changes::{build_month, serve};
 use super::company_pages::{PASSWORD, person, rewrite_member};
-use super::docs::{Driver, element};
 use super::{Server, get, post};
+use crate::browser::{self, Driver, element};
 
 /// The establishments of the evolved month moved into one cluster (state, city, activity, status)
 /// that the walk searches: more than two pages of 20.
@@ -86,30 +86,8 @@ fn evolved_server() -> Server {
 
 /// A headless Chromium session that downloads into `downloads`, `WIDTHS[1]` wide.
 async fn session(driver: &Driver, profile: &Path, downloads: &Path) -> Client {
-    let args = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-    ];
-    let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    args.push(format!("--user-data-dir={}", profile.display()));
-    let caps = json!({
-        "browserName": "chrome",
-        "goog:chromeOptions": {
-            "binary": "/usr/bin/chromium",
-            "args": args,
-            "prefs": {"download.default_directory": downloads, "download.prompt_for_download": false},
-        },
-        "goog:loggingPrefs": {"browser": "ALL"},
-    });
-    let Value::Object(caps) = caps else { unreachable!("an object literal") };
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let client = ClientBuilder::new(connector).capabilities(caps).connect(&driver.url).await.expect("a session");
+    let prefs = json!({"download.default_directory": downloads, "download.prompt_for_download": false});
+    let client = driver.session_with(profile, prefs).await;
     client.set_window_size(WIDTHS[1], 1000).await.unwrap();
     client
 }
@@ -121,7 +99,8 @@ struct Shots {
 
 impl Shots {
     /// Screenshots of the page at both widths (`<name>-360.png`, `<name>-1440.png`); at 360 the
-    /// page is no wider than the screen (its tables fold into cards).
+    /// page is no wider than the screen (its tables fold into cards); axe-core finds no serious
+    /// or critical violation at either.
     async fn take(&self, client: &Client, name: &str, at: &str) {
         for width in WIDTHS {
             client.set_window_size(width, if width < 400 { 800 } else { 1000 }).await.unwrap();
@@ -134,9 +113,8 @@ impl Shots {
             assert!(scroll <= inner, "{name} at {width}: {scroll} px wide in a window of {inner}");
             let png = client.screenshot().await.unwrap();
             std::fs::write(self.dir.join(format!("{name}-{width}.png")), png).unwrap();
+            browser::axe(client, &format!("{name} at {width} px")).await;
         }
-        // AXE(walk30): once the axe-core injection of the `docs` module is merged, assert here no
-        // serious or critical violation of this page (at both widths).
     }
 }
 
