@@ -24,8 +24,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::{Backend, Dialect, TextRow};
-use crate::watching::Watched;
 use crate::{Store, StoreError, key_of, opt, text};
+
+mod watching;
+
+pub(crate) use watching::MatchCache;
+pub use watching::{Following, Watched};
 
 /// The event names (stable, English), the values of the `event` filter.
 pub const EVENTS: [&str; 17] = [

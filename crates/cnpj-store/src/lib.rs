@@ -12,7 +12,6 @@ mod backend;
 mod changes;
 mod export;
 mod search;
-mod watching;
 
 use std::collections::HashMap;
 
@@ -23,14 +22,13 @@ use cnpj_model::{
 
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
-pub use changes::{Change, ChangeFilters, EVENTS};
+pub use changes::{Change, ChangeFilters, EVENTS, Following, Watched};
 use cnpj_index::{Lookup, LookupTable, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, history_path, lookup_path, search_index_path};
 pub use export::{
     Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, MANIFEST_FILE, Manifest, export,
 };
 pub use search::SearchFilters;
-pub use watching::{Following, Watched};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -101,8 +99,8 @@ pub struct Store {
     /// The number of changes per month, event and state, read on first use (`changes.rs`).
     tally: std::sync::OnceLock<Vec<changes::Tally>>,
     tables: changes::ChangeTables,
-    /// The rows the last watchlists asked for follow (`watching.rs`).
-    matches: watching::MatchCache,
+    /// The rows the last watchlists asked for follow (`changes/watching.rs`).
+    matches: changes::MatchCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -252,7 +250,7 @@ impl Store {
             published_at,
             tally: std::sync::OnceLock::new(),
             tables,
-            matches: watching::MatchCache::default(),
+            matches: changes::MatchCache::default(),
         })
     }
 

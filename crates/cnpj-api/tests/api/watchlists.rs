@@ -339,27 +339,7 @@ fn a_watchlist_over_evolved_months_answers_exactly_its_planted_events() {
         let r = request(&s.addr, "PATCH", &format!("{LISTS}/1"), Some(&token), Some(body.as_bytes()));
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    let mut answered = Vec::new();
-    for page in 1.. {
-        let r = get(&s, &format!("{LISTS}/1/events?month=2026-12&per_page=50&page={page}"), &token);
-        let items = r.body["data"].as_array().unwrap();
-        if items.is_empty() {
-            break;
-        }
-        answered.extend(items.iter().cloned());
-    }
-    // The month's delivery carries the same events, in the same order.
-    let receiver = Receiver::start(204);
-    let hook = json!({"webhook_url": receiver.url}).to_string();
-    let r = request(&s.addr, "PATCH", &format!("{LISTS}/1"), Some(&token), Some(hook.as_bytes()));
-    assert_eq!(r.status, 200, "{}", r.body);
-    s.signal("-HUP");
-    deliveries_until(&s, &token, 1, |d| !d.is_empty() && d.iter().all(|d| d["status"] == "delivered"));
-    let mut pages: Vec<Value> =
-        receiver.got.lock().unwrap().iter().map(|r| serde_json::from_slice(&r.body).unwrap()).collect();
-    pages.sort_by_key(|p| p["page"].as_u64());
-    let delivered: Vec<Value> = pages.iter().flat_map(|p| p["events"].as_array().unwrap().clone()).collect();
-    assert_eq!(delivered, answered, "the delivered pages are the events the endpoint answers");
+    let answered = answered_and_delivered(&s, &token);
     let mut got: Vec<_> = answered
         .iter()
         .map(|i| {
@@ -376,6 +356,32 @@ fn a_watchlist_over_evolved_months_answers_exactly_its_planted_events() {
         "planted, not answered: {missing:?}\nanswered, not planted: {unplanted:?}"
     );
     assert_eq!(got, expected, "the same events, as often");
+}
+
+/// List 1's events of 2026-12, every page of the events endpoint; checked to be what the month's
+/// delivery carries, in the same order (a webhook set on the list, the month served again).
+fn answered_and_delivered(s: &Server, token: &str) -> Vec<Value> {
+    let mut answered = Vec::new();
+    for page in 1.. {
+        let r = get(s, &format!("{LISTS}/1/events?month=2026-12&per_page=50&page={page}"), token);
+        let items = r.body["data"].as_array().unwrap();
+        if items.is_empty() {
+            break;
+        }
+        answered.extend(items.iter().cloned());
+    }
+    let receiver = Receiver::start(204);
+    let hook = json!({"webhook_url": receiver.url}).to_string();
+    let r = request(&s.addr, "PATCH", &format!("{LISTS}/1"), Some(token), Some(hook.as_bytes()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.signal("-HUP");
+    deliveries_until(s, token, 1, |d| !d.is_empty() && d.iter().all(|d| d["status"] == "delivered"));
+    let mut pages: Vec<Value> =
+        receiver.got.lock().unwrap().iter().map(|r| serde_json::from_slice(&r.body).unwrap()).collect();
+    pages.sort_by_key(|p| p["page"].as_u64());
+    let delivered: Vec<Value> = pages.iter().flat_map(|p| p["events"].as_array().unwrap().clone()).collect();
+    assert_eq!(delivered, answered, "the delivered pages are the events the endpoint answers");
+    answered
 }
 
 /// One event as planted (or served): establishment events by CNPJ, company events by base.
