@@ -26,7 +26,9 @@ use fantoccini::Client;
 use serde_json::{Value, json};
 
 use crate::browser::{self, Driver, element};
-use crate::{Server, api, exited, get};
+use crate::changes::{build_month, serve};
+use crate::watchlists::Receiver;
+use crate::{Server, api, exited, get, root};
 
 const CNPJ: &str = "11222333000181";
 const PASSWORD: &str = "ana's long secret";
@@ -68,6 +70,72 @@ fn a_person_walks_through_the_pages() {
         walk.logged_nothing_but(&[&format!("{base}/verify?token=")]).await;
         walk.client.clone().close().await.unwrap();
     });
+}
+
+/// A person follows companies on the profile page: a list made with CNPJs pasted (in any of
+/// their forms) and a webhook to a receiver on loopback, its secret read once; once a month is
+/// served the delivery arrives signed with that secret and shows on the list's page as delivered;
+/// the retry button sends it again with the same id. Every page checked by axe, and screenshot.
+#[test]
+fn a_person_follows_companies_and_gets_their_signed_webhook() {
+    let dir = tempfile::tempdir().unwrap();
+    let (september, october) = (dir.path().join("2026-09.duckdb"), dir.path().join("2026-10.duckdb"));
+    build_month(&root().join("data/sample-dump"), &september, None);
+    build_month(&root().join("data/sample-dump-next"), &october, Some(&september));
+    let flags = ["--allow-private-webhooks", "--allow-http-webhooks", "--webhook-interval", "1", "--insecure-cookies"];
+    let s = serve(dir, october, &flags);
+    s.user("lia", 10);
+    set_login(&s, "lia", "lia@example.com", PASSWORD);
+    let receiver = Receiver::answering(204, Duration::ZERO, 0);
+    let (profile, driver) = (tempfile::tempdir().unwrap(), Driver::start());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let secret = runtime.block_on(async {
+        let walk = Walk::start(&driver, profile.path(), &format!("http://{}", s.addr)).await;
+        walk.log_in("lia@example.com", PASSWORD).await;
+        walk.fill("#list-name", "suppliers").await;
+        walk.fill("#list-cnpjs", "44.555.666/0002-62\n22333444\n12345678000276\n66777888").await;
+        walk.fill("#list-webhook", &receiver.url).await;
+        walk.click("#watchlists form button[type=submit]").await;
+        let secret = walk.text("#new-secret").await;
+        assert_eq!(walk.text("#entries-count").await, "4");
+        walk.axe("a new watchlist, its secret shown once").await;
+        // The list's own address (the page answers the form's POST).
+        let script = "return document.querySelector(\"form[action$='/entries']\").getAttribute('action')";
+        let entries = walk.client.execute(script, vec![]).await.unwrap();
+        let list = entries.as_str().unwrap().trim_end_matches("/entries").to_owned();
+        walk.open(&list).await;
+        assert!(walk.client.find(fantoccini::Locator::Css("#new-secret")).await.is_err(), "the secret only once");
+
+        s.signal("-HUP");
+        let rows = delivered(&walk, &list, "1").await;
+        assert_eq!(rows.len(), 1, "one page: {rows:?}");
+        walk.screenshots("watchlist").await;
+        walk.click("#deliveries button[type=submit]").await;
+        delivered(&walk, &list, "2").await;
+        walk.axe("a delivery retried").await;
+        walk.logged_nothing_but(&[]).await;
+        secret
+    });
+    let got = receiver.got.lock().unwrap();
+    assert_eq!(got.len(), 2, "delivered, then retried");
+    assert!(got.iter().all(|r| r.signed_by(&secret)), "signed with the secret shown");
+    assert_eq!(got[0].headers["x-registry-delivery"], got[1].headers["x-registry-delivery"], "the same id");
+    assert_eq!(got[0].body, got[1].body, "the same page");
+}
+
+/// The list page's deliveries once its first has been attempted `attempts` times (20 s at most).
+async fn delivered(walk: &Walk<'_>, list: &str, attempts: &str) -> Vec<Vec<String>> {
+    for _ in 0..100 {
+        walk.open(list).await;
+        if walk.client.find(fantoccini::Locator::Css("#deliveries")).await.is_ok() {
+            let rows = walk.rows("#deliveries").await;
+            if rows.first().is_some_and(|r| r[3] == attempts) {
+                return rows;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no delivery attempted {attempts} times on {list}");
 }
 
 /// Gives `user` an email and a password (`accounts set-login`, the password on stdin).
