@@ -406,20 +406,23 @@ fn item_key(c: &cnpj_store::Change) -> Row {
     ]
 }
 
+/// The fields of company events (a 14-character CNPJ takes these from its company), written here
+/// apart from the store's list, as the oracle's own.
+const COMPANY_FIELDS: [&str; 8] = [
+    "razao_social",
+    "natureza_juridica",
+    "capital_social",
+    "porte_empresa",
+    "socios",
+    "opcao_simples",
+    "opcao_mei",
+    "regime_tributario",
+];
+
 /// The rows `filters` must match, in the served order, from every row of the table (sorted by
 /// SQL, filtered here).
 fn oracle(all: &[Row], filters: &cnpj_store::ChangeFilters) -> Vec<Row> {
     let text = |r: &Row, i: usize| r[i].clone();
-    let company_fields = [
-        "razao_social",
-        "natureza_juridica",
-        "capital_social",
-        "porte_empresa",
-        "socios",
-        "opcao_simples",
-        "opcao_mei",
-        "regime_tributario",
-    ];
     all.iter()
         .filter(|r| {
             let month = text(r, 0).unwrap();
@@ -436,7 +439,7 @@ fn oracle(all: &[Row], filters: &cnpj_store::ChangeFilters) -> Vec<Row> {
                     Some(cnpj_model::CnpjQuery::Full(c)) => {
                         text(r, 2).as_deref() == Some(c.basico())
                             && (text(r, 1).as_deref() == Some(c.as_str())
-                                || text(r, 4).is_some_and(|f| company_fields.contains(&f.as_str())))
+                                || text(r, 4).is_some_and(|f| COMPANY_FIELDS.contains(&f.as_str())))
                     }
                 }
         })
@@ -476,21 +479,11 @@ fn watchlist_cases(all: &[Row]) -> Vec<(cnpj_store::ChangeFilters, Vec<Row>)> {
 /// Whether a watchlist of `keys` follows a row (month, cnpj, basico, event, field, …): a
 /// company's every event, an establishment's and its company's.
 fn watches(keys: &[String], row: &Row) -> bool {
-    let company_fields = [
-        "razao_social",
-        "natureza_juridica",
-        "capital_social",
-        "porte_empresa",
-        "socios",
-        "opcao_simples",
-        "opcao_mei",
-        "regime_tributario",
-    ];
     let basico = row[2].clone().unwrap();
     keys.iter().any(|k| {
         *k == basico
             || row[1].as_ref() == Some(k)
-            || (k.len() == 14 && k[..8] == basico && row[4].as_deref().is_some_and(|f| company_fields.contains(&f)))
+            || (k.len() == 14 && k[..8] == basico && row[4].as_deref().is_some_and(|f| COMPANY_FIELDS.contains(&f)))
     })
 }
 
