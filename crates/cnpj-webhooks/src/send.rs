@@ -1,18 +1,26 @@
 //! One delivery: a POST of the body to the webhook, with its id, timestamp and signature, to an
 //! address the policy allowed (the name is resolved once, checked, and connected to as
-//! checked), never following a redirect, reading at most 64 KiB of the answer's body (its head
-//! as ureq bounds it: 100 fields of 100 KiB), in 10 s at most.
+//! checked), never following a redirect, reading at most 64 KiB of the answer's head and 64 KiB
+//! of its body, in 10 s at most.
 
 use std::io::Read;
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use ureq::Agent;
+use ureq::config::Config;
+use ureq::http::Uri;
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+use ureq_3 as ureq;
 
 use crate::guard::{Policy, Refused};
 use crate::sign::signature;
 
 /// The longest a delivery may take, connection to answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
-/// The most of an answer read.
-const MAX_ANSWER: u64 = 64 * 1024;
+/// The most of an answer's head, and of its body, read.
+const MAX_ANSWER: usize = 64 * 1024;
 
 /// An answer: 2xx delivers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,9 +39,26 @@ pub enum SendError {
     /// The URL leads where the policy does not allow.
     #[error("refused: {0}")]
     Refused(Refused),
-    /// No answer (connection, TLS, timeout).
+    /// No answer (connection, TLS, timeout, a head over 64 KiB).
     #[error("{0}")]
     Transport(String),
+}
+
+/// The addresses the policy checked: the connection goes to these, never to a second lookup
+/// (which a name's owner could answer otherwise).
+#[derive(Debug)]
+struct Checked(Vec<SocketAddr>);
+
+impl Resolver for Checked {
+    fn resolve(&self, _: &Uri, _: &Config, _: NextTimeout) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let mut addresses = self.empty();
+        for address in &self.0 {
+            if addresses.try_push(*address).is_err() {
+                break;
+            }
+        }
+        Ok(addresses)
+    }
 }
 
 /// POSTs `body` (JSON) to `url`, signed with `secret` at `timestamp` (Unix seconds).
@@ -45,35 +70,34 @@ pub fn send(
     timestamp: i64,
     body: &[u8],
 ) -> Result<Outcome, SendError> {
-    // Checked before connecting (a refusal is named as such), and again by the resolver that
-    // the connection uses: the addresses connected to are the ones checked.
-    policy.check(url).map_err(SendError::Refused)?;
-    let agent = ureq::AgentBuilder::new()
-        .timeout(TIMEOUT)
-        .redirects(0)
+    let addresses = policy.check(url).map_err(SendError::Refused)?;
+    let config = Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .max_response_header_size(MAX_ANSWER)
+        // Never a proxy from the environment (ureq's default reads ALL_PROXY and the like):
+        // the connection goes to the addresses checked.
+        .proxy(None)
         .user_agent(concat!("cnpj-registry-webhooks/", env!("CARGO_PKG_VERSION")))
-        .resolver(move |netloc: &str| {
-            let (host, port) = netloc.rsplit_once(':').unwrap_or((netloc, ""));
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let port = port.parse().map_err(|_| std::io::Error::other(format!("no port in {netloc}")))?;
-            policy.resolve(host, port).map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))
-        })
         .build();
+    let agent = Agent::with_parts(config, DefaultConnector::default(), Checked(addresses));
     let timestamp = timestamp.to_string();
-    let request = agent
+    let response = agent
         .post(url)
-        .set("Content-Type", "application/json")
-        .set("X-Registry-Delivery", delivery_id)
-        .set("X-Registry-Timestamp", &timestamp)
-        .set("X-Registry-Signature", &signature(secret, &timestamp, body));
-    let response = match request.send_bytes(body) {
-        Ok(response) => response,
-        Err(ureq::Error::Status(_, response)) => response,
-        Err(ureq::Error::Transport(e)) => return Err(SendError::Transport(e.to_string())),
-    };
-    let status = response.status();
+        .header("Content-Type", "application/json")
+        .header("X-Registry-Delivery", delivery_id)
+        .header("X-Registry-Timestamp", &timestamp)
+        .header("X-Registry-Signature", &signature(secret, &timestamp, body))
+        .send(body)
+        .map_err(|e| match e {
+            ureq::Error::LargeResponseHeader(..) => SendError::Transport("the answer's head is over 64 KiB".into()),
+            e => SendError::Transport(e.to_string()),
+        })?;
+    let status = response.status().as_u16();
     // Read (and drop) at most 64 KiB, within what is left of the timeout.
-    let _ = std::io::copy(&mut response.into_reader().take(MAX_ANSWER), &mut std::io::sink());
+    let reader = response.into_body().into_reader().take(MAX_ANSWER as u64);
+    let _ = std::io::copy(&mut { reader }, &mut std::io::sink());
     Ok(Outcome { status })
 }
 
@@ -180,6 +204,29 @@ mod tests {
         assert!(started.elapsed() < TIMEOUT / 2, "{:?}", started.elapsed());
         let (_, written) = handle.join().unwrap();
         assert!(written < 64 << 20, "the receiver wrote {written} bytes");
+    }
+
+    /// A head of 90 fields of 90 KiB (8 MiB, within what ureq 2 read whole): refused past 64 KiB,
+    /// at once, as no answer.
+    #[test]
+    fn an_answer_s_head_is_read_to_64_kib_only() {
+        let (url, handle) = receiver_with(|mut stream| {
+            let field = format!("X-Pad: {}\r\n", "a".repeat(90 * 1024));
+            let mut written = stream.write_all(b"HTTP/1.1 200 OK\r\n").map(|()| 17).unwrap_or(0);
+            for _ in 0..90 {
+                if stream.write_all(field.as_bytes()).is_err() {
+                    break;
+                }
+                written += field.len();
+            }
+            let _ = stream.write_all(b"Content-Length: 0\r\n\r\n");
+            written
+        });
+        let started = Instant::now();
+        let refused = send(LAB, &url, "k", "d", 1, b"{}");
+        assert!(matches!(&refused, Err(SendError::Transport(e)) if e.contains("64 KiB")), "{refused:?}");
+        assert!(started.elapsed() < TIMEOUT / 2, "{:?}", started.elapsed());
+        handle.join().unwrap();
     }
 
     /// How a receiver answers.

@@ -535,7 +535,8 @@ fn deliveries_until(s: &Server, token: &str, list: u64, done: impl Fn(&[Value]) 
 
 /// Once a month is served (a SIGHUP swap here), each list with a webhook gets its events POSTed
 /// to a receiver on loopback, signed, with a stable delivery id, charged 1 credit; a user without
-/// credits waits for them; a refused delivery is tried again, and retried by its user.
+/// credits waits for them; a refused delivery is tried again, and retried by its user. The
+/// server's environment names a proxy that is not there: the sender connects to the receiver.
 #[test]
 fn webhooks_deliver_the_month_signed_once_it_is_served() {
     let dir = tempfile::tempdir().unwrap();
@@ -544,7 +545,13 @@ fn webhooks_deliver_the_month_signed_once_it_is_served() {
     build_month(&root().join("data/sample-dump-next"), &october, Some(&september));
     let flags =
         ["--allow-private-webhooks", "--allow-http-webhooks", "--webhook-interval", "1", "--rate-limit", "1000"];
-    let s = serve(dir, october, &flags);
+    let accounts = AccountsAt::File(dir.path().join("accounts.sqlite"));
+    let dataset = vec!["--db".into(), october.clone().into()];
+    let s = Server::launch(dir, october, dataset, accounts, &flags, |command| {
+        for proxy in ["ALL_PROXY", "HTTPS_PROXY", "HTTP_PROXY", "http_proxy"] {
+            command.env(proxy, "http://127.0.0.1:9");
+        }
+    });
     let doc = document();
     let (ana, bia) = (s.user("ana", 10), s.user("bia", 0));
     let (good, bad) = (Receiver::start(204), Receiver::start(500));
