@@ -13,7 +13,11 @@
 //!    lists, deliveries and events made;
 //! 2. the big list's events (`GET /api/v1/watchlists/{id}/events`) of the newest month, an older
 //!    one and `since` a year back, page 1 and a deep page, each `CNPJ_BENCH_REPEAT` times (default
-//!    20): median and p99 ms, and the total.
+//!    20): median and p99 ms, and the total; then the first page of each month not asked for yet
+//!    (each finds the list's rows of its month), and every page of one of them in turn.
+//!
+//! A history fabricated without `change_keys` (`month20.py`, `history24.py`) is given them first,
+//! as a build gives them to a history it carries over (`cnpj_load::key_history`).
 //!
 //! The two stores' deliveries must be equal, id for id and body for body.
 //!
@@ -201,8 +205,19 @@ fn events_suite(server: &Server, token: &str, id: i64, months: &[String], repeat
         let times: Vec<f64> = (1..repeat).map(|_| time(&path).0).collect();
         println!("  events {name:<18} total {:>6}  first {first:>8.2} ms, then {}", body["total"], summary(times));
     }
-    // A month not asked for yet: its first page finds the list's rows.
+    // The first page of each month not asked for yet, newest first: each finds the list's rows.
+    let asked = [newest, older, year_back];
     let unasked = &months[months.len().saturating_sub(3)];
+    let fresh: Vec<f64> = months
+        .iter()
+        .rev()
+        .filter(|m| !asked.contains(m) && *m != unasked)
+        .map(|m| time(&format!("/api/v1/watchlists/{id}/events?month={m}&per_page=50")).0)
+        .collect();
+    if !fresh.is_empty() {
+        println!("  events, the first page of {} months not asked for yet: {}", fresh.len(), summary(fresh.clone()));
+    }
+    // A month not asked for yet: its first page finds the list's rows, the others page them.
     let path = |page: u64| format!("/api/v1/watchlists/{id}/events?month={unasked}&per_page=50&page={page}");
     let (first, body) = time(&path(1));
     let last = body["last_page"].as_u64().unwrap_or(1);
@@ -272,6 +287,11 @@ fn main() {
         Ok(path) => PathBuf::from(path),
         Err(_) => sample_months(dir.path()),
     };
+    let keying = Instant::now();
+    let keyed = cnpj_load::key_history(&cnpj_store::history_path(&db)).expect("keying the history");
+    if !keyed.is_empty() {
+        println!("the history's {} months keyed in {:.1} s", keyed.len(), keying.elapsed().as_secs_f64());
+    }
     let (lists, entries, big): (usize, usize, usize) = (
         env_or("CNPJ_BENCH_LISTS", 10_000),
         env_or("CNPJ_BENCH_ENTRIES", 1_000_000),

@@ -7,8 +7,9 @@
 //! reads only the months it changed in.
 //!
 //! Tables: `changes` (the served rows, in the served order), `change_companies` (per month, the
-//! month's [`Companies`] as bytes) and `metadata` (the dataset's `build_id`: a history of another
-//! build is not used).
+//! month's [`Companies`] as bytes), `change_keys` (per row of `changes`, its place in its month and
+//! its company, establishment, event and field as numbers and small strings: [`CHANGE_KEYS`]) and
+//! `metadata` (the dataset's `build_id`: a history of another build is not used).
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,31 @@ pub const HISTORY_DDL: &str = "\
     CREATE TABLE change_companies (month VARCHAR, companies BLOB);
     CREATE TABLE metadata (key VARCHAR PRIMARY KEY, value VARCHAR);";
 
+/// The fields of company events (`changes` emits them without a CNPJ; the history gives them
+/// their head office's): a watched establishment follows these of its company, and its own
+/// events by CNPJ.
+pub const COMPANY_FIELDS: [&str; 8] = [
+    "razao_social",
+    "natureza_juridica",
+    "capital_social",
+    "porte_empresa",
+    "socios",
+    "opcao_simples",
+    "opcao_mei",
+    "regime_tributario",
+];
+
+/// `change_keys`, one row per row of `changes`, each month's in company order: `position` (its
+/// place among its month's rows in the stored order, from 0), `company` ([`company_key`]),
+/// `branch` ([`branch_key`], NULL for a company event without an establishment), `event`, and
+/// `of_company` (its field is one of [`COMPANY_FIELDS`]; a string `field` costs twice the
+/// whole lookup to scan). A watchlist's rows of a month are found here by integer keys, where a semi-join of
+/// the month's `cnpj_basico` (FSST-compressed strings) and reading the matches' CNPJ and field
+/// cost 100 ms a month at 1.0 (BENCHMARKS.md, "A watchlist's rows by their keys"). Written by
+/// builds since it was added (`CREATE TABLE IF NOT EXISTS` in a history carried over).
+pub const CHANGE_KEYS: &str = "change_keys (month VARCHAR, company UBIGINT, position UINTEGER, branch UINTEGER, \
+     event VARCHAR, of_company BOOLEAN)";
+
 /// With the history attached as `history` to a connection on its dataset: 1 when the history is
 /// of the dataset's build, else 0.
 pub const SAME_BUILD: &str = "SELECT count(*) FROM history.metadata h JOIN metadata m USING (key) \
@@ -45,9 +71,9 @@ pub fn attach_history_sql(dataset: &Path) -> String {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Companies(RoaringTreemap);
 
-/// Numeric bases are their value; alphanumeric ones (2026 on) come after them, by their base-36
-/// value: dense keys for the numeric bases of today, and a key for every base.
-fn key(basico: &str) -> Option<u64> {
+/// A company's key: numeric bases are their value; alphanumeric ones (2026 on) come after them,
+/// by their base-36 value: dense keys for the numeric bases of today, and a key for every base.
+pub fn company_key(basico: &str) -> Option<u64> {
     let bytes = basico.as_bytes();
     if bytes.len() != 8 {
         return None;
@@ -55,43 +81,75 @@ fn key(basico: &str) -> Option<u64> {
     if bytes.iter().all(u8::is_ascii_digit) {
         return Some(bytes.iter().fold(0, |k, b| k * 10 + u64::from(b - b'0')));
     }
-    bytes.iter().try_fold(100_000_000, |k, &b| {
-        let digit = match b {
-            b'0'..=b'9' => b - b'0',
-            b'A'..=b'Z' => b - b'A' + 10,
-            _ => return None,
-        };
-        Some((k - 100_000_000) * 36 + u64::from(digit) + 100_000_000)
-    })
+    bytes.iter().try_fold(100_000_000, |k, &b| Some((k - 100_000_000) * 36 + u64::from(base36(b)?) + 100_000_000))
 }
 
-/// The base of a key (the inverse of [`key`]).
-fn basico(key: u64) -> String {
+/// The base of a key (the inverse of [`company_key`]).
+pub fn company_base(key: u64) -> String {
     if key < 100_000_000 {
         return format!("{key:08}");
     }
     let mut rest = key - 100_000_000;
     let mut out = [b'0'; 8];
     for slot in out.iter_mut().rev() {
-        let digit = (rest % 36) as u8;
-        *slot = if digit < 10 { b'0' + digit } else { b'A' + digit - 10 };
+        *slot = digit36((rest % 36) as u8);
         rest /= 36;
     }
     String::from_utf8(out.to_vec()).expect("ASCII")
+}
+
+/// An establishment's key within its company: the base-36 value of its order (the CNPJ's
+/// characters 9 to 12, `[0-9A-Z]`) times 100 plus its two check digits; `None` for a CNPJ not of
+/// 14 such characters.
+pub fn branch_key(cnpj: &str) -> Option<u32> {
+    let bytes = cnpj.as_bytes();
+    let (order, digits) = (bytes.get(8..12)?, bytes.get(12..)?);
+    if digits.len() != 2 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let order = order.iter().try_fold(0, |k, &b| Some(k * 36 + u32::from(base36(b)?)))?;
+    Some(order * 100 + u32::from(digits[0] - b'0') * 10 + u32::from(digits[1] - b'0'))
+}
+
+/// The CNPJ of a company's key and an establishment's (the inverse of [`company_key`] and
+/// [`branch_key`]).
+pub fn cnpj_of(company: u64, branch: u32) -> String {
+    let mut cnpj = company_base(company);
+    let mut order = [b'0'; 4];
+    let mut rest = branch / 100;
+    for slot in order.iter_mut().rev() {
+        *slot = digit36((rest % 36) as u8);
+        rest /= 36;
+    }
+    cnpj.push_str(std::str::from_utf8(&order).expect("ASCII"));
+    cnpj.push_str(&format!("{:02}", branch % 100));
+    cnpj
+}
+
+fn base36(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'A'..=b'Z' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn digit36(value: u8) -> u8 {
+    if value < 10 { b'0' + value } else { b'A' + value - 10 }
 }
 
 impl Companies {
     /// Adds a company; false when its base is not 8 characters of `[0-9A-Z]` (none is: the
     /// normalizer rejects such a CNPJ).
     pub fn insert(&mut self, basico: &str) -> bool {
-        key(basico).is_some_and(|k| {
+        company_key(basico).is_some_and(|k| {
             self.0.insert(k);
             true
         })
     }
 
     pub fn contains(&self, basico: &str) -> bool {
-        key(basico).is_some_and(|k| self.0.contains(k))
+        company_key(basico).is_some_and(|k| self.0.contains(k))
     }
 
     /// The companies in both sets.
@@ -106,7 +164,12 @@ impl Companies {
 
     /// The bases (`cnpj_basico`), numeric ones first, each in ascending order.
     pub fn bases(&self) -> impl Iterator<Item = String> + '_ {
-        self.0.iter().map(basico)
+        self.0.iter().map(company_base)
+    }
+
+    /// The companies' keys ([`company_key`]), in ascending order.
+    pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter()
     }
 
     pub fn len(&self) -> u64 {
@@ -134,9 +197,9 @@ mod tests {
     use super::*;
 
     fn check(basico: &str, expected: Option<u64>) {
-        assert_eq!(key(basico), expected, "{basico}");
+        assert_eq!(company_key(basico), expected, "{basico}");
         if let Some(k) = expected {
-            assert_eq!(super::basico(k), basico, "the base of {k}");
+            assert_eq!(company_base(k), basico, "the base of {k}");
         }
     }
 
@@ -151,6 +214,41 @@ mod tests {
         check("1122233", None);
         check("1122233a", None);
         check("11.22233", None);
+    }
+
+    /// The key of an establishment's CNPJ, and back.
+    fn check_branch(cnpj: &str, expected: Option<u32>) {
+        assert_eq!(branch_key(cnpj), expected, "{cnpj}");
+        if let Some(branch) = expected {
+            assert_eq!(cnpj_of(company_key(&cnpj[..8]).unwrap(), branch), cnpj, "the CNPJ of {branch}");
+        }
+    }
+
+    #[test]
+    fn every_establishment_has_a_key_within_its_company() {
+        check_branch("11222333000181", Some(181));
+        check_branch("11222333999999", Some((((9 * 36 + 9) * 36 + 9) * 36 + 9) * 100 + 99));
+        check_branch("12ABC34501DE35", Some(((36 + 13) * 36 + 14) * 100 + 35));
+        check_branch("12ABC345ZZZZ99", Some((36u32.pow(4) - 1) * 100 + 99));
+        check_branch("1122233300018", None);
+        check_branch("112223330001811", None);
+        check_branch("1122233300018A", None);
+        check_branch("11222333000a81", None);
+    }
+
+    proptest::proptest! {
+        /// Every CNPJ of `[0-9A-Z]{12}[0-9]{2}` is its company's key and its branch's, and two
+        /// establishments of a company order by their keys as by their CNPJs' order and digits.
+        #[test]
+        fn a_cnpj_survives_its_keys(a in "[0-9A-Z]{12}[0-9]{2}", b in "[0-9A-Z]{4}[0-9]{2}") {
+            let (company, branch) = (company_key(&a[..8]).unwrap(), branch_key(&a).unwrap());
+            proptest::prop_assert_eq!(cnpj_of(company, branch), a.clone());
+            let sibling = format!("{}{b}", &a[..8]);
+            let numeric = |c: &str| c[8..12].bytes().all(|x| x.is_ascii_digit());
+            if numeric(&a) && numeric(&sibling) {
+                proptest::prop_assert_eq!(branch.cmp(&branch_key(&sibling).unwrap()), a.cmp(&sibling));
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,10 @@ use std::path::PathBuf;
 
 pub use changes::{ChangeFile, MARKER_COMPANY_GONE, MARKER_COMPANY_NEW, Previous};
 pub use feed::{Fed, Feed, ServingWriter};
-pub use history::{Companies, HISTORY_DDL, SAME_BUILD, attach_history_sql, history_path};
+pub use history::{
+    CHANGE_KEYS, COMPANY_FIELDS, Companies, HISTORY_DDL, SAME_BUILD, attach_history_sql, branch_key, cnpj_of,
+    company_base, company_key, history_path,
+};
 pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
 pub use search::{Condition, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};
 

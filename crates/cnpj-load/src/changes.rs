@@ -7,7 +7,9 @@
 //! but for identical rows, so that a page read in stored order is the page Postgres sorts, and
 //! which DuckDB's zone maps serve by month and CNPJ. Beside the rows, `change_companies` holds
 //! each month's companies with changes (`cnpj_index::Companies`), so that a company's history
-//! reads only its months.
+//! reads only its months, and `change_keys` each row's keys (`change_keys.rs`), so that a
+//! watchlist's rows are found by integers; a history carried over without them gets them for
+//! every month.
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +18,7 @@ use serde::Serialize;
 
 use crate::batches::{ChangeBatch, ddl};
 use crate::loader::Loader;
-use crate::{LoadError, db};
+use crate::{LoadError, attach, db};
 
 const COLUMNS: &str = "month, cnpj, cnpj_basico, event, field, old, new, uf, municipio, cnae";
 
@@ -97,13 +99,6 @@ fn history_build(dataset: &Path) -> duckdb::Result<Option<String>> {
     Ok(id)
 }
 
-/// `ATTACH`es the DuckDB file at `path` as `alias`.
-fn attach(conn: &Connection, path: &Path, alias: &str, read_only: bool) -> Result<(), LoadError> {
-    let mode = if read_only { " (READ_ONLY)" } else { "" };
-    let sql = format!("ATTACH '{}' AS {alias}{mode}", path.display().to_string().replace('\'', "''"));
-    conn.execute_batch(&sql).map_err(db(format!("attaching {}", path.display())))
-}
-
 /// This month's changes, for the build report.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ChangeSummary {
@@ -155,6 +150,7 @@ impl Loader {
         self.history = true;
         let conn = self.conn();
         attach(conn, &path, "history", false)?;
+        crate::change_keys::create(conn)?;
         // The months whose companies are (re)computed: this one, or all of a history carried
         // over from a table.
         let mut months = carry_over(conn, previous, &first, month)?;
@@ -173,6 +169,8 @@ impl Loader {
             store_companies(conn, month)?;
         }
         lap("companies stored");
+        crate::change_keys::key_months(conn)?;
+        lap("keys stored");
         let counts = |sql: &str| -> Result<Vec<(String, u64)>, LoadError> {
             let mut stmt = conn.prepare(sql).map_err(db("counting the changes"))?;
             let rows = stmt
@@ -218,8 +216,10 @@ fn carry_over(
         PreviousHistory::File(_) => {
             conn.execute("DELETE FROM history.changes WHERE month < ? OR month > ?", [first, month])
                 .map_err(db("deleting the months that drop out of the history"))?;
-            conn.execute("DELETE FROM history.change_companies WHERE month < ? OR month >= ?", [first, month])
-                .map_err(db("deleting the months that drop out of the history"))?;
+            for table in ["change_companies", "change_keys"] {
+                conn.execute(&format!("DELETE FROM history.{table} WHERE month < ? OR month >= ?"), [first, month])
+                    .map_err(db("deleting the months that drop out of the history"))?;
+            }
             Ok(Vec::new())
         }
         PreviousHistory::Table => {

@@ -6,15 +6,19 @@
 //! workspace writes a database.
 
 mod batches;
+mod change_keys;
 mod changes;
 mod loader;
 pub mod postgres;
 mod runs;
 mod space;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use duckdb::Connection;
 
 pub use batches::{Batch, LabelBatch, MunicipioBatch, Provenance, RejectBatch, Served};
+pub use change_keys::key_history;
 pub use changes::{ChangeSummary, PreviousDataset, PreviousHistory};
 pub use loader::{FileCounts, LoadSummary, Loader, Session, SourceFile, Stored, UnknownCode};
 pub use runs::{Keyed, RunWriter, Runs, Spill};
@@ -43,6 +47,9 @@ pub enum LoadError {
     /// The normalizer lets no such base through; the history's company sets cannot hold it.
     #[error("the history's {month} has a company base {basico:?} that is not 8 characters of [0-9A-Z]")]
     CompanyBase { month: String, basico: String },
+    /// The normalizer lets no such CNPJ through: 14 characters of `[0-9A-Z]`, its base first.
+    #[error("the history's {month} has a change of {cnpj:?} in company {basico:?} that cannot be keyed")]
+    ChangeKey { month: String, basico: String, cnpj: Option<String> },
     #[error(transparent)]
     Index(#[from] cnpj_index::IndexError),
 }
@@ -54,4 +61,11 @@ pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(duckdb::Error) -> Lo
         let source = crate::space::DuckDbError(source);
         LoadError::Db { context, no_space: crate::space::db_note(&source), source }
     }
+}
+
+/// `ATTACH`es the DuckDB file at `path` as `alias`.
+pub(crate) fn attach(conn: &Connection, path: &Path, alias: &str, read_only: bool) -> Result<(), LoadError> {
+    let mode = if read_only { " (READ_ONLY)" } else { "" };
+    let sql = format!("ATTACH '{}' AS {alias}{mode}", path.display().to_string().replace('\'', "''"));
+    conn.execute_batch(&sql).map_err(db(format!("attaching {}", path.display())))
 }

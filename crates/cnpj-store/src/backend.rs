@@ -208,6 +208,26 @@ impl Backend {
         result
     }
 
+    /// The rows of each of `queries` (SQL and its parameters), in their order, the queries run at
+    /// once on connections of their own (each query runs on one thread: parts of one read on
+    /// both cores).
+    pub(crate) fn rows_at_once(
+        &self,
+        context: &'static str,
+        queries: Vec<(String, Vec<String>)>,
+    ) -> Result<Vec<TextRow>, StoreError> {
+        let parts: Vec<Result<Vec<TextRow>, StoreError>> = std::thread::scope(|scope| {
+            let running: Vec<_> =
+                queries.iter().map(|(sql, params)| scope.spawn(move || self.rows(context, sql, params))).collect();
+            running.into_iter().map(|part| part.join().expect("a query thread panicked")).collect()
+        });
+        let mut rows = Vec::new();
+        for part in parts {
+            rows.extend(part?);
+        }
+        Ok(rows)
+    }
+
     /// [`Backend::rows`], stopped at `deadline` ([`StoreError::OverBudget`], also for a query that
     /// ends past it): DuckDB's query is
     /// interrupted by a watchdog thread, Postgres' by `statement_timeout`. The connection is

@@ -16,9 +16,10 @@
 //! the page's row ids, Postgres reads the first 1,000 matches first (a page among them needs no
 //! other query, and fewer matches than that are the total).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use cnpj_index::Companies;
+use cnpj_index::{COMPANY_FIELDS, Companies};
 use cnpj_model::{CnpjQuery, Locale};
 use serde::Serialize;
 use serde_json::Value;
@@ -50,19 +51,6 @@ pub const EVENTS: [&str; 17] = [
     "mei_opted_in",
     "mei_opted_out",
     "tax_regime_changed",
-];
-
-/// The fields of company events: a 14-character CNPJ filter takes these from its company (they
-/// carry the head office's CNPJ, or none), and its own establishment's events by CNPJ.
-pub(crate) const COMPANY_FIELDS: [&str; 8] = [
-    "razao_social",
-    "natureza_juridica",
-    "capital_social",
-    "porte_empresa",
-    "socios",
-    "opcao_simples",
-    "opcao_mei",
-    "regime_tributario",
 ];
 
 /// `COMPANY_FIELDS` as an SQL list.
@@ -224,30 +212,33 @@ fn parse(stored: Option<String>) -> Value {
 
 /// Where a dataset's changes are: Postgres has `changes` in its schema (and an index on
 /// `cnpj_basico` finds a company's rows); a DuckDB file has them in its history file, attached as
-/// `history`, with each month's companies (`change_companies`, read into memory here), or has
-/// none (built without a previous month, or before month over month).
-#[derive(Debug)]
+/// `history`, with each month's companies (`change_companies`, read into memory here) and each
+/// row's keys (`change_keys`, see `keyed`), or has none (built without a previous month, or
+/// before month over month).
+#[derive(Debug, Default)]
 pub(crate) struct ChangeTables {
     /// The table, `None` when there are no changes to serve.
     pub(crate) table: Option<&'static str>,
     /// DuckDB: each month's companies with changes, oldest month first.
     pub(crate) companies: Option<Vec<(String, cnpj_index::Companies)>>,
+    /// DuckDB: the months whose rows `change_keys` finds, with the row id of each one's first
+    /// row (a key's `position` counts from it).
+    pub(crate) keyed: HashMap<String, i64>,
 }
 
 impl ChangeTables {
     pub(crate) fn of(backend: &Backend) -> Result<ChangeTables, StoreError> {
         if backend.dialect() == Dialect::Postgres {
-            return Ok(ChangeTables { table: Some("changes"), companies: None });
+            return Ok(ChangeTables { table: Some("changes"), ..Default::default() });
         }
         if !backend.history {
-            return Ok(ChangeTables { table: None, companies: None });
+            return Ok(ChangeTables::default());
         }
+        let history = ChangeTables { table: Some("history.changes"), ..Default::default() };
         // A history without its companies (none is written so: the load benchmark's baseline)
         // finds a company's changes in every month.
-        let sql = "SELECT CAST(count(*) AS VARCHAR) FROM duckdb_tables() \
-                   WHERE database_name = 'history' AND table_name = 'change_companies'";
-        if backend.rows("change companies", sql, &[])?.first().is_none_or(|r| text(r, 0) == "0") {
-            return Ok(ChangeTables { table: Some("history.changes"), companies: None });
+        if !has_table(backend, "change_companies")? {
+            return Ok(history);
         }
         let sql = "SELECT month, companies FROM history.change_companies ORDER BY month";
         let mut companies = Vec::new();
@@ -257,12 +248,33 @@ impl ChangeTables {
                 Err(error) => {
                     // Damaged: the changes are still served, each company's found in every month.
                     tracing::warn!(month, %error, "a month's companies in the history cannot be read");
-                    return Ok(ChangeTables { table: Some("history.changes"), companies: None });
+                    return Ok(history);
                 }
             }
         }
-        Ok(ChangeTables { table: Some("history.changes"), companies: Some(companies) })
+        Ok(ChangeTables { companies: Some(companies), keyed: keyed(backend)?, ..history })
     }
+}
+
+fn has_table(backend: &Backend, table: &str) -> Result<bool, StoreError> {
+    let sql = "SELECT CAST(count(*) AS VARCHAR) FROM duckdb_tables() \
+               WHERE database_name = 'history' AND table_name = $1";
+    Ok(backend.rows("history tables", sql, &[table.to_owned()])?.first().is_some_and(|r| text(r, 0) != "0"))
+}
+
+/// The months `change_keys` serves (none without it: a history written before it): those whose
+/// rows have consecutive row ids, one key each; the first row id of each. ≈ 150 ms at 1.0.
+fn keyed(backend: &Backend) -> Result<HashMap<String, i64>, StoreError> {
+    if !has_table(backend, "change_keys")? {
+        return Ok(HashMap::new());
+    }
+    let sql = "SELECT c.month, CAST(c.first AS VARCHAR) FROM \
+                 (SELECT month, min(rowid) AS first, max(rowid) AS last, count(*) AS n \
+                  FROM history.changes GROUP BY month) c \
+               JOIN (SELECT month, count(*) AS n FROM history.change_keys GROUP BY month) k USING (month) \
+               WHERE c.last - c.first + 1 = c.n AND k.n = c.n";
+    let rows = backend.rows("keyed months", sql, &[])?;
+    Ok(rows.iter().filter_map(|r| Some((text(r, 0), text(r, 1).parse().ok()?))).collect())
 }
 
 /// What `change_companies` narrows a scan to: the months with changes of the company asked

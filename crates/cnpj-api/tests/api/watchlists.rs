@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -198,6 +199,32 @@ fn merged(s: &Server, token: &str, entries: &[&str], query: &str) -> Vec<Value> 
     items
 }
 
+/// A copy in `dir` of the dataset at `db` (its files beside it) whose history has no
+/// `change_keys`, as a history written before them: its path.
+fn unkeyed_copy(db: &Path, dir: &Path) -> PathBuf {
+    let name = db.file_name().unwrap().to_str().unwrap();
+    for entry in std::fs::read_dir(db.parent().unwrap()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_str().unwrap().starts_with(name) && path.is_file() {
+            std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let copy = dir.join(name);
+    let history = duckdb::Connection::open(cnpj_index::history_path(&copy)).unwrap();
+    history.execute_batch("DROP TABLE change_keys; CHECKPOINT").unwrap();
+    copy
+}
+
+/// `server` with a user's list of `entries`, set by `patch`:
+/// the server and the user's token.
+fn served_list(server: Server, entries: &[&str], patch: &Value) -> (Server, String) {
+    let token = server.user("lia", 100);
+    let mut list = json!({"name": "suppliers", "cnpjs": entries});
+    list.as_object_mut().unwrap().extend(patch.as_object().unwrap().clone());
+    assert_eq!(post(&server, LISTS, &token, &list).status, 201);
+    (server, token)
+}
+
 #[test]
 fn a_watchlist_s_events_are_the_changes_of_its_entries() {
     let dir = tempfile::tempdir().unwrap();
@@ -206,6 +233,8 @@ fn a_watchlist_s_events_are_the_changes_of_its_entries() {
     publish(&db, &url);
     let flags =
         ["--rate-limit", "1000", "--allow-private-webhooks", "--allow-http-webhooks", "--webhook-interval", "1"];
+    let unkeyed_dir = tempfile::tempdir().unwrap();
+    let unkeyed = unkeyed_copy(&db, unkeyed_dir.path());
     let duck = serve(dir, db, &flags);
     let pg = pg_server(&url, &flags);
     let doc = document();
@@ -250,13 +279,15 @@ fn a_watchlist_s_events_are_the_changes_of_its_entries() {
     }
     assert_eq!(duck.credits("lia").1 - before, pages_with_items.get(), "priced like /changes: 1 a page with items");
 
-    // Postgres answers byte for byte alike.
+    // Postgres answers byte for byte alike, and so does a history written before `change_keys`.
+    let (old, old_token) = served_list(serve(unkeyed_dir, unkeyed, &flags), &entries, &patch);
     let r = request(&pg.addr, "PATCH", &format!("{LISTS}/1"), Some(&pg_token), Some(patch.to_string().as_bytes()));
     assert_eq!(r.status, 200);
     for query in ["per_page=50", "month=2026-11", "since=2026-10&per_page=2&page=2", "locale=en", "month=2026-09"] {
         let target = format!("{LISTS}/1/events?{query}");
-        let (a, b) = (get(&duck, &target, &token), get(&pg, &target, &pg_token));
+        let (a, b, c) = (get(&duck, &target, &token), get(&pg, &target, &pg_token), get(&old, &target, &old_token));
         assert!(a.status == 200 && a.raw == b.raw, "{query}:\nduckdb   {}\npostgres {}", a.body, b.body);
+        assert!(a.raw == c.raw, "{query}:\nkeyed   {}\nunkeyed {}", a.body, c.body);
     }
 
     // The month's delivery (every list matched against the month in one pass) carries the

@@ -1,7 +1,7 @@
 //! Month over month (issue 18): a synthetic month evolved with planted changes and built with
 //! `--previous` holds exactly the planted events in its history file's `changes`; the history
 //! carries over (from a history file, or from a dataset that kept its changes inside) and is
-//! trimmed to `--keep-months`, each month's companies beside it; a truncated month trips the
+//! trimmed to `--keep-months`, each month's companies and each row's keys beside it; a truncated month trips the
 //! guard and leaves the dataset; the month of a build is its main tables' (issue 29), and a
 //! previous dataset of the same month is said or refused.
 
@@ -64,6 +64,33 @@ fn companies(db: &Path) -> Vec<(String, u64)> {
     .collect()
 }
 
+/// The rows of the history's `changes` that their `change_keys` row (by month and position in
+/// the stored order) does not give back, and the keys of no row (the first five); and how many
+/// rows there are.
+fn unkeyed(db: &Path) -> (Vec<Vec<String>>, usize) {
+    let sql = "WITH c AS (SELECT month, cnpj, cnpj_basico, event, field, \
+                 row_number() OVER (PARTITION BY month ORDER BY rowid) - 1 AS position FROM history.changes) \
+               SELECT c.month, c.cnpj, c.cnpj_basico, c.event, c.field, \
+                 k.month, k.company::VARCHAR, k.branch::VARCHAR, k.event, k.of_company::VARCHAR \
+               FROM c FULL JOIN history.change_keys k ON c.month = k.month AND c.position = k.position";
+    let rows = query(db, sql);
+    let count = rows.len();
+    let given_back = |r: &Vec<String>| {
+        let company: u64 = r[6].parse().ok()?;
+        let cnpj = if r[7].is_empty() { String::new() } else { cnpj_index::cnpj_of(company, r[7].parse().ok()?) };
+        let of_company = cnpj_index::COMPANY_FIELDS.contains(&r[4].as_str()).to_string();
+        Some(
+            [&r[5], &cnpj, &cnpj_index::company_base(company), &r[8], &r[9]]
+                == [&r[0], &r[1], &r[2], &r[3], &of_company],
+        )
+    };
+    (rows.into_iter().filter(|r| given_back(r) != Some(true)).take(5).collect(), count)
+}
+
+fn history_rows(db: &Path) -> usize {
+    query(db, "SELECT count(*)::VARCHAR FROM history.changes")[0][0].parse().unwrap()
+}
+
 /// The companies of `month` with changes, counted by SQL.
 fn changed_companies(db: &Path, month: &str) -> u64 {
     let sql = format!("SELECT count(DISTINCT cnpj_basico)::VARCHAR FROM history.changes WHERE month = '{month}'");
@@ -82,7 +109,7 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     synth(&["--scale", "0.0005", "--month", "2026-11", "--out", &path("m1")]);
     synth(&["--evolve-from", &path("m1"), "--out", &path("m2"), "--seed", "7"]);
     synth(&["--evolve-from", &path("m2"), "--out", &path("m3"), "--seed", "8"]);
-    for month in ["a", "b", "c", "d", "e"] {
+    for month in ["a", "b", "c", "d", "e", "f"] {
         std::fs::create_dir(dir.path().join(month)).unwrap();
     }
     let first = build_in(&dir.path().join("m1"), &dir.path().join("a"), &[]);
@@ -121,6 +148,7 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     let months = ["2026-12", "2027-01"].map(|m| (m.to_owned(), changed_companies(&third.db, m)));
     assert_eq!(companies(&third.db), months, "each month's companies beside the rows");
     assert!(months.iter().all(|(_, n)| *n > 0));
+    assert_eq!(unkeyed(&third.db), (Vec::new(), history_rows(&third.db)), "every row keyed, no other key");
     let trimmed = build_in(
         &dir.path().join("m3"),
         &dir.path().join("d"),
@@ -128,6 +156,14 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     );
     assert_eq!(query(&trimmed.db, "SELECT DISTINCT month FROM history.changes"), [["2027-01"]]);
     assert_eq!(companies(&trimmed.db), [months[1].clone()]);
+    assert_eq!(unkeyed(&trimmed.db), (Vec::new(), history_rows(&trimmed.db)), "the month dropped, its keys too");
+
+    // A history file written before `change_keys`: every month of it gets its keys.
+    let history = duckdb::Connection::open(cnpj_index::history_path(&second.db)).unwrap();
+    history.execute_batch("DROP TABLE change_keys; CHECKPOINT").map(|()| drop(history)).unwrap();
+    let keyed = build_in(&dir.path().join("m3"), &dir.path().join("f"), &["--previous", second.db.to_str().unwrap()]);
+    assert_eq!(unkeyed(&keyed.db), (Vec::new(), history_rows(&keyed.db)));
+    assert_eq!(companies(&keyed.db), months);
 
     // A second month of the earlier layout (its changes inside the dataset, no history file)
     // hands its history over all the same, each month's companies computed.
@@ -145,6 +181,7 @@ fn the_changes_table_holds_exactly_the_planted_changes_and_keeps_its_history() {
     assert_eq!(recorded(&converted.db, "2026-12"), expected, "the history carries over from the table");
     assert_eq!(recorded(&converted.db, "2027-01"), planted(&dir.path().join("m3")));
     assert_eq!(companies(&converted.db), months);
+    assert_eq!(unkeyed(&converted.db), (Vec::new(), history_rows(&converted.db)));
 }
 
 /// Rewrites the member of `zip` with only its first `keep` lines.

@@ -3,11 +3,13 @@
 //! deliveries matched against that month at once (`Store::watched_month`).
 //!
 //! A list's pages: the rows it follows under the filters are found once (the watched companies
-//! that changed in the months asked for, from `change_companies`; their rows' ids, CNPJ and field
-//! read in one query, and `Watched::follows` applied), kept in `MatchCache`, and each page's rows
-//! read by their ids. Finding them is a scan of the months' `cnpj_basico`, FSST-compressed strings:
-//! ≈ 100 ms a month for a list of 100,000 entries at 1.0; a page after that reads 50 rows
-//! (BENCHMARKS.md, "Watchlists matched against a month at 1.0").
+//! that changed in the months asked for, from `change_companies`; their rows' ids, CNPJ and
+//! whether each is a company event, from the history's `change_keys` by integer keys, or, in a
+//! history written before them, from the rows' strings; `Watched::follows` applied), kept in
+//! `MatchCache`, and each page's rows read by their ids. By the keys, a month's matches for a
+//! list of 100,000 entries at 1.0 take 11-17 ms (two queries at once, a half of the companies
+//! each), where the strings take ≈ 100 ms; a page then reads 50 rows in two halves at once
+//! (BENCHMARKS.md, "A watchlist's rows by their keys").
 //!
 //! The one-pass matching: the companies of every list are joined (roaring bitmaps) and, on a
 //! DuckDB file, cut to the month's companies with changes (`change_companies`, in memory); the
@@ -26,7 +28,7 @@ use cnpj_index::Companies;
 use cnpj_model::Locale;
 
 use crate::backend::Dialect;
-use crate::changes::{COLUMNS, COMPANY_FIELDS, Change, ChangeFilters, Narrowed, ORDER_AFTER_MONTH, company_fields_sql};
+use crate::changes::{COLUMNS, Change, ChangeFilters, Narrowed, ORDER_AFTER_MONTH, company_fields_sql};
 use crate::{Store, StoreError, opt, text};
 
 /// The CNPJs a watchlist follows, by their normalized keys: 8 characters follow every event of
@@ -105,14 +107,20 @@ impl Watched {
     }
 
     /// Whether the list follows a change of `cnpj` (none: a company event of a company without
-    /// an establishment) in `basico`, of `field`: `clause` for one row.
-    fn follows(&self, cnpj: Option<&str>, basico: &str, field: Option<&str>) -> bool {
+    /// an establishment) in `basico`, a company event (`of_company`: its field is one of
+    /// `COMPANY_FIELDS`) or not: `clause` for one row.
+    fn follows(&self, cnpj: Option<&str>, basico: &str, of_company: bool) -> bool {
         self.bases.contains(basico)
             && (self.establishments.is_empty()
                 || self.companies.contains(basico)
                 || cnpj.is_some_and(|c| self.establishments.contains(c))
-                || field.is_some_and(|f| COMPANY_FIELDS.contains(&f)))
+                || of_company)
     }
+}
+
+/// Whether a change of `field` is a company event (`COMPANY_FIELDS`).
+fn of_company(field: Option<&str>) -> bool {
+    field.is_some_and(|f| cnpj_index::COMPANY_FIELDS.contains(&f))
 }
 
 /// One list of a month's matching: what it follows, and the events it takes (none: every one).
@@ -122,9 +130,11 @@ pub struct Following<'a> {
     pub events: &'a [String],
 }
 
-/// The rows a list follows under some filters (DuckDB): row id, month and CNPJ, in the served
-/// (stored) order.
-type Matches = Arc<Vec<(i64, String, Option<String>)>>;
+/// A row a list follows (DuckDB): its row id, month and CNPJ.
+type Match = (i64, String, Option<String>);
+
+/// The rows a list follows under some filters, in the served (stored) order.
+type Matches = Arc<Vec<Match>>;
 
 /// The matches of the lists asked for last (and of every list for the month served, found when
 /// the month's watchlists are matched), `CACHED_ROWS` rows in all at most (an empty one counts
@@ -198,31 +208,30 @@ impl Store {
         };
         let offset = page.saturating_sub(1).saturating_mul(per_page).min(matches.len() as u64) as usize;
         let rows = &matches[offset..(offset + per_page as usize).min(matches.len())];
-        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+        if rows.is_empty() {
             return Ok((matches.len() as u64, Vec::new()));
-        };
-        // The months (and, within one, the CNPJs) of the page narrow the scan to its row groups.
-        let ids = rows.iter().map(|r| r.0.to_string()).collect::<Vec<_>>().join(",");
-        let mut sql = format!("SELECT {COLUMNS} FROM {table} WHERE rowid IN ({ids}) AND month BETWEEN $1 AND $2");
-        let mut params = vec![first.1.clone(), last.1.clone()];
-        if let (true, Some(from), Some(to)) = (first.1 == last.1, &first.2, &last.2) {
-            sql.push_str(" AND cnpj BETWEEN $3 AND $4");
-            params.extend([from.clone(), to.clone()]);
         }
-        sql.push_str(" ORDER BY rowid");
-        let rows = self.backend.rows("watchlist page", &sql, &params)?;
+        // Each half of the page is read at once by a query of its own, its row-id range, months
+        // (and, within one, the CNPJs) narrowing the scan to its row groups: DuckDB narrows by a
+        // range of row ids, not by a list of them (BENCHMARKS.md, "A watchlist's rows by their
+        // keys").
+        let queries = halves(rows).map(|half| watched_rows(table, half)).collect();
+        let rows = self.backend.rows_at_once("watchlist page", queries)?;
         Ok((matches.len() as u64, rows.into_iter().map(|r| self.change(r, locale)).collect()))
     }
 
     /// Every row a list follows under `filters`: the rows of its companies that changed, read
-    /// with the other filters, then `Watched::follows`.
+    /// with the other filters (by their keys when `keyed_matches` can), then `Watched::follows`.
     fn watched_matches(
         &self,
         table: &str,
         filters: &ChangeFilters,
         watched: &Watched,
         narrowed: &Narrowed,
-    ) -> Result<Vec<(i64, String, Option<String>)>, StoreError> {
+    ) -> Result<Vec<Match>, StoreError> {
+        if let Some(matches) = self.keyed_matches(filters, watched, narrowed) {
+            return matches;
+        }
         let others = ChangeFilters { watched: None, ..filters.clone() };
         let months = Narrowed { months: narrowed.months.clone(), bases: None };
         let (clause, mut params) = others.sql(Some(&months));
@@ -234,13 +243,79 @@ impl Store {
             params.len()
         );
         let rows = self.backend.rows("watchlist matches", &sql, &params)?;
-        let follows =
-            |r: &Vec<Option<String>>| watched.follows(opt(r, 2).as_deref(), &text(r, 3), opt(r, 4).as_deref());
+        let follows = |r: &Vec<Option<String>>| {
+            watched.follows(opt(r, 2).as_deref(), &text(r, 3), of_company(opt(r, 4).as_deref()))
+        };
         Ok(rows
             .into_iter()
             .filter(follows)
             .map(|r| (text(&r, 0).parse().unwrap_or(0), text(&r, 1), opt(&r, 2)))
             .collect())
+    }
+
+    /// `watched_matches` from `change_keys`, when every month asked for has its keys and the
+    /// filters are of month, since and events alone (a list's): the keys of the list's companies
+    /// that changed, each made its row id and CNPJ again. A semi-join of integers and no
+    /// string of the month read: 10 ms a month for a list of 100,000 entries at 1.0, where
+    /// `watched_matches` takes 100 ms (BENCHMARKS.md, "A watchlist's rows by their keys").
+    fn keyed_matches(
+        &self,
+        filters: &ChangeFilters,
+        watched: &Watched,
+        narrowed: &Narrowed,
+    ) -> Option<Result<Vec<Match>, StoreError>> {
+        let firsts = &self.tables.keyed;
+        let others = ChangeFilters {
+            month: filters.month.clone(),
+            since: filters.since.clone(),
+            events: filters.events.clone(),
+            ..Default::default()
+        };
+        let of_a_list = others == ChangeFilters { watched: None, ..filters.clone() };
+        if !of_a_list || !narrowed.months.iter().all(|m| firsts.contains_key(m)) {
+            return None;
+        }
+        let months = Narrowed { months: narrowed.months.clone(), bases: None };
+        let (clause, params) = others.sql(Some(&months));
+        let and = if clause.is_empty() { " WHERE" } else { " AND" };
+        let sql = format!(
+            "SELECT month, CAST(position AS VARCHAR), CAST(company AS VARCHAR), CAST(branch AS VARCHAR), \
+             CAST(of_company AS VARCHAR) \
+             FROM history.change_keys{clause}{and} \
+             company IN (SELECT CAST(unnest(string_to_array(${}, ',')) AS UBIGINT))",
+            params.len() + 1
+        );
+        // In ascending order (`Companies` lists them so): each half of them is a query of its own,
+        // both at once, and DuckDB's zone maps on `company` (each month's keys are in company
+        // order) give each about half the month's keys to scan: 11-15 ms where one query takes
+        // 22 ms at 1.0.
+        let keys: Vec<u64> = narrowed.bases.iter().flatten().filter_map(|b| cnpj_index::company_key(b)).collect();
+        let queries = halves(&keys)
+            .map(|half| {
+                let mut params = params.clone();
+                params.push(half.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+                (sql.clone(), params)
+            })
+            .collect();
+        let rows = match self.backend.rows_at_once("watchlist keys", queries) {
+            Ok(rows) => rows,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut matches = Vec::new();
+        for r in rows {
+            let (month, of_company) = (text(&r, 0), text(&r, 4) == "true");
+            let (Some(first), Ok(position), Ok(company)) =
+                (firsts.get(&month), text(&r, 1).parse::<i64>(), text(&r, 2).parse::<u64>())
+            else {
+                continue;
+            };
+            let cnpj = opt(&r, 3).and_then(|b| b.parse().ok()).map(|b| cnpj_index::cnpj_of(company, b));
+            if watched.follows(cnpj.as_deref(), &cnpj_index::company_base(company), of_company) {
+                matches.push((first + position, month, cnpj));
+            }
+        }
+        matches.sort_unstable_by_key(|m| m.0);
+        Some(Ok(matches))
     }
 
     /// The changes of `month` each of `lists` follows, in the served order (what `changes`
@@ -284,7 +359,7 @@ impl Store {
             let follows = |&i: &usize| {
                 let list = lists[i];
                 (list.events.is_empty() || list.events.contains(&event))
-                    && list.watched.follows(cnpj.as_deref(), &basico, field.as_deref())
+                    && list.watched.follows(cnpj.as_deref(), &basico, of_company(field.as_deref()))
             };
             let takers: Vec<usize> =
                 watchers.get(&basico).into_iter().flatten().map(|&i| i as usize).filter(follows).collect();
@@ -310,6 +385,30 @@ impl Store {
     }
 }
 
+/// The query of `rows` (matches, in order): by their ids, within the range of them, their
+/// months and, within one month, their CNPJs.
+fn watched_rows(table: &str, rows: &[Match]) -> (String, Vec<String>) {
+    let (first, last) = (&rows[0], &rows[rows.len() - 1]);
+    let ids = rows.iter().map(|r| r.0.to_string()).collect::<Vec<_>>().join(",");
+    let mut sql = format!(
+        "SELECT {COLUMNS} FROM {table} WHERE rowid BETWEEN {} AND {} AND rowid IN ({ids}) \
+         AND month BETWEEN $1 AND $2",
+        first.0, last.0
+    );
+    let mut params = vec![first.1.clone(), last.1.clone()];
+    if let (true, Some(from), Some(to)) = (first.1 == last.1, &first.2, &last.2) {
+        sql.push_str(" AND cnpj BETWEEN $3 AND $4");
+        params.extend([from.clone(), to.clone()]);
+    }
+    sql.push_str(" ORDER BY rowid");
+    (sql, params)
+}
+
+/// `items` in two halves, in order (one when there are fewer than two).
+fn halves<T>(items: &[T]) -> std::slice::Chunks<'_, T> {
+    items.chunks(items.len().div_ceil(2).max(1))
+}
+
 /// Each candidate company's lists (their indices in `lists`).
 fn watchers(lists: &[Following], candidates: &Companies) -> HashMap<String, Vec<u32>> {
     let mut watchers: HashMap<String, Vec<u32>> = HashMap::new();
@@ -328,7 +427,7 @@ mod tests {
     /// Whether a list of `keys` follows a change of (`cnpj`, `basico`, `field`).
     fn check(keys: &[&str], change: (Option<&str>, &str, Option<&str>), expected: bool) {
         let watched = Watched::new(keys.iter().copied());
-        assert_eq!(watched.follows(change.0, change.1, change.2), expected, "{keys:?} {change:?}");
+        assert_eq!(watched.follows(change.0, change.1, of_company(change.2)), expected, "{keys:?} {change:?}");
     }
 
     #[test]
