@@ -39,7 +39,7 @@ impl Keys {
         if let Some(&at) = self.named.get(name) {
             return at;
         }
-        let at = u16::try_from(self.names.len()).expect("fewer than 65,536 event and field names");
+        let at = u16::try_from(self.names.len()).expect("fewer than 65,536 event names");
         self.names.push(name.to_owned());
         self.named.insert(name.to_owned(), at);
         at
