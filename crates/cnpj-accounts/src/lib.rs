@@ -52,6 +52,9 @@ pub enum AccountsError {
     Db(#[from] rusqlite::Error),
     #[error("accounts store (Postgres): {0}")]
     Postgres(#[from] ::postgres::Error),
+    /// A migration that would leave a row naming a missing one: nothing of it was kept.
+    #[error("accounts store: migrating to version {version} would leave rows of {table} naming missing rows")]
+    Migration { version: usize, table: String },
     #[error("no user named {0:?}")]
     UnknownUser(String),
     #[error("a user named {0:?} exists already")]
@@ -346,7 +349,7 @@ mod people_tests {
         assert_eq!(a.ledger(user.id, 50).unwrap().len(), 2);
         let version: i64 =
             rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, 3);
         drop(a);
         Accounts::open(&path).unwrap().authenticate("cnpj_abcdefghijkl").unwrap().expect("opened again");
     }
@@ -376,16 +379,19 @@ mod people_tests {
             let a = Accounts::open(&path).unwrap();
             let version: i64 =
                 rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(version, 2, "had the tables: {had_tables}");
+            assert_eq!(version, 3, "had the tables: {had_tables}");
             let cnpjs = ["33683111".to_owned()];
-            a.create_watchlist(1, &NewWatchlist { name: "new", cnpjs: &cnpjs, events: &[], webhook_url: None })
-                .unwrap();
+            let new = NewWatchlist { name: "new", cnpjs: &cnpjs, events: &[], webhook_url: None };
+            let made = a.create_watchlist(1, &new).unwrap().watchlist.id;
             let names: Vec<String> = a.watchlists(1).unwrap().into_iter().map(|l| l.name).collect();
             let expected: &[&str] = if had_tables { &["kept", "new"] } else { &["new"] };
             assert_eq!(names, expected);
             if had_tables {
                 assert_eq!(a.watchlist(1, 1, 0, None).unwrap().unwrap().1, ["11222333"], "its entries kept");
             }
+            // Version 3: the newest list's id, once deleted, is not handed out again.
+            assert!(a.delete_watchlist(1, made).unwrap());
+            assert_eq!(a.create_watchlist(1, &new).unwrap().watchlist.id, made + 1, "had the tables: {had_tables}");
         }
     }
 

@@ -14,16 +14,34 @@ use crate::{
 
 const SCHEMA: &str = include_str!("../../../sql/sqlite/accounts.sql");
 /// The migrations, in order: the store's version is how many of them it has had.
-const MIGRATIONS: [&str; 2] =
-    [include_str!("../../../sql/sqlite/accounts-1.sql"), include_str!("../../../sql/sqlite/accounts-2.sql")];
+const MIGRATIONS: [&str; 3] = [
+    include_str!("../../../sql/sqlite/accounts-1.sql"),
+    include_str!("../../../sql/sqlite/accounts-2.sql"),
+    include_str!("../../../sql/sqlite/accounts-3.sql"),
+];
 
-/// Brings the store to the newest version, one migration a transaction.
+/// Brings the store to the newest version, one migration a transaction. Foreign keys are not
+/// enforced meanwhile, as SQLite's way to remake a table asks (version 3 drops `watchlists` while
+/// `watchlist_entries` names it, then renames its copy into place): each migration is checked
+/// whole before it commits instead.
 fn migrate(conn: &mut Connection) -> Result<(), AccountsError> {
+    let enforced: bool = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+    conn.pragma_update(None, "foreign_keys", false)?;
+    let migrated = migrate_unchecked(conn);
+    conn.pragma_update(None, "foreign_keys", enforced)?;
+    migrated
+}
+
+fn migrate_unchecked(conn: &mut Connection) -> Result<(), AccountsError> {
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         let Some(migration) = MIGRATIONS.get(version) else { return Ok(()) };
         tx.execute_batch(migration)?;
+        let broken: Option<String> = tx.query_row("PRAGMA foreign_key_check", [], |r| r.get(0)).optional()?;
+        if let Some(table) = broken {
+            return Err(AccountsError::Migration { version: version + 1, table });
+        }
         tx.execute_batch(&format!("PRAGMA user_version = {}", version + 1))?;
         tx.commit()?;
     }

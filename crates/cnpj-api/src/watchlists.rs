@@ -332,13 +332,13 @@ async fn watched(state: &Shared, caller: &Caller, id: i64) -> Result<(Watchlist,
         let accounts = &state.accounts;
         let (list, _) =
             timed("watchlists", || accounts.watchlist(user, id, 0, Some(0)))?.ok_or(ApiError::WatchlistNotFound)?;
-        if let Some(watched) = state.watchlists.kept(id, list.revision) {
+        if let Some(watched) = state.watchlists.kept(user, id, list.revision) {
             return Ok((list, watched));
         }
         let (list, entries) =
             timed("watchlists", || accounts.watchlist(user, id, 0, None))?.ok_or(ApiError::WatchlistNotFound)?;
         let watched = Arc::new(Watched::new(entries.iter().map(String::as_str)));
-        state.watchlists.keep(id, list.revision, Arc::clone(&watched));
+        state.watchlists.keep(user, id, list.revision, Arc::clone(&watched));
         Ok((list, watched))
     })
     .await

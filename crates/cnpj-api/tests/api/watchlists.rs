@@ -306,6 +306,40 @@ fn a_watchlist_s_events_are_the_changes_of_its_entries() {
     }
 }
 
+/// The attacker's steps, on SQLite and on Postgres accounts: ana makes a list, reads its events
+/// (the server keeps its entries) and deletes it; bia then makes a list. Bia's list never gets
+/// ana's id, ana's id answers bia nothing (404), and bia's events are her list's (none), charged
+/// nothing: never ana's companies.
+#[test]
+fn a_deleted_list_never_answers_for_another_user_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let [_, _, db] = three_months(dir.path());
+    let url = pg_database();
+    publish(&db, &url);
+    let flags = ["--rate-limit", "1000"];
+    let (duck, pg) = (serve(dir, db, &flags), pg_server(&url, &flags));
+    for s in [&duck, &pg] {
+        let (ana, bia) = (s.user("ana", 100), s.user("bia", 100));
+        let entries = ["44555666000262", "22333444", "12345678000276", "66777888", "33683111"];
+        let made = post(s, LISTS, &ana, &json!({"name": "ana's", "cnpjs": entries}));
+        let ana_id = made.body["data"]["id"].as_u64().unwrap();
+        let read = get(s, &format!("{LISTS}/{ana_id}/events?per_page=50"), &ana);
+        assert!(read.body["total"].as_u64().is_some_and(|t| t > 0), "{}", read.body);
+        let deleted = request(&s.addr, "DELETE", &format!("{LISTS}/{ana_id}"), Some(&ana), None);
+        assert_eq!(deleted.status, 200);
+
+        let made = post(s, LISTS, &bia, &json!({"name": "bia's", "cnpjs": ["10000001"]}));
+        let bia_id = made.body["data"]["id"].as_u64().unwrap();
+        assert_ne!(bia_id, ana_id, "a deleted list's id handed out again");
+        let before = s.credits("bia");
+        let theirs = get(s, &format!("{LISTS}/{ana_id}/events?per_page=50"), &bia);
+        assert_eq!(error_of(&theirs), (404, "Watchlist not found."));
+        let hers = get(s, &format!("{LISTS}/{bia_id}/events?per_page=50"), &bia);
+        assert_eq!((hers.status, hers.body["total"].as_u64()), (200, Some(0)), "{}", hers.body);
+        assert_eq!(s.credits("bia"), before, "nothing charged");
+    }
+}
+
 /// Synthetic months evolved with planted changes: a list of some of the planted CNPJs (their
 /// establishments by CNPJ, their companies by base) and of CNPJs that did not change answers
 /// exactly the planted events of those CNPJs, event by event, and nothing of any other.

@@ -21,8 +21,8 @@
 //! memory for the matched rows only (BENCHMARKS.md, "Watchlists matched against a month at 1.0").
 
 use std::collections::{BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use cnpj_index::Companies;
 use cnpj_model::Locale;
@@ -39,8 +39,11 @@ pub struct Watched {
     establishments: BTreeSet<String>,
     /// The companies of both, as keys (matched against each month's companies).
     pub(crate) bases: Companies,
-    /// A hash of the keys: what `MatchCache` knows the list by.
-    fingerprint: u64,
+    /// Two hashes of the keys, under this process's random keys: what `MatchCache` knows the list
+    /// by. Random keys (not `DefaultHasher::new`'s fixed ones) so that nobody can make a list whose
+    /// keys collide with another user's and be answered that list's matches; 128 bits so that no
+    /// two lists meet by chance.
+    fingerprint: (u64, u64),
 }
 
 impl PartialEq for Watched {
@@ -65,9 +68,9 @@ impl Watched {
                 set.insert(key.to_owned());
             }
         }
-        let mut hasher = std::hash::DefaultHasher::new();
-        (&watched.companies, &watched.establishments).hash(&mut hasher);
-        watched.fingerprint = hasher.finish();
+        static KEYS: LazyLock<[RandomState; 2]> = LazyLock::new(|| [RandomState::new(), RandomState::new()]);
+        let keys = (&watched.companies, &watched.establishments);
+        watched.fingerprint = (KEYS[0].hash_one(keys), KEYS[1].hash_one(keys));
         watched
     }
 
@@ -182,7 +185,7 @@ impl MatchCache {
 
 /// What `MatchCache` knows a list's matches under some filters by.
 fn match_key(watched: &Watched, filters: &ChangeFilters) -> String {
-    format!("{:x} {:?}", watched.fingerprint, ChangeFilters { watched: None, ..filters.clone() })
+    format!("{:x}{:016x} {:?}", watched.fingerprint.0, watched.fingerprint.1, ChangeFilters { watched: None, ..filters.clone() })
 }
 
 impl Store {
