@@ -4,9 +4,12 @@
 //! account commands. Exit codes: 0 success; 1 failure; 2 invalid arguments.
 
 mod account;
+mod changes;
+mod companies;
 mod deliveries;
 mod docs;
 mod error;
+mod exports;
 mod exposition;
 mod limits;
 mod mcp;
@@ -373,7 +376,11 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
         let tools = mcp::service(Arc::clone(&state));
         server::flush_usage_periodically(Arc::clone(&state));
         let pages = cnpj_pages::router(Arc::clone(state.accounts()), pages, Some(site::registry(Arc::clone(&state))));
-        let routes = account::routes(&state).merge(watchlists::routes(&state)).merge(deliveries::routes(&state));
+        let routes = companies::routes(&state)
+            .merge(changes::routes(&state))
+            .merge(account::routes(&state))
+            .merge(watchlists::routes(&state))
+            .merge(deliveries::routes(&state));
         let router = server::router(Arc::clone(&state), body_timeout, tools, routes, pages);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));
         match metrics {

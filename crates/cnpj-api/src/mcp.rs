@@ -21,9 +21,11 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde_json::{Value, json};
 
+use crate::changes;
+use crate::companies;
 use crate::error::ApiError;
 use crate::params::Params;
-use crate::server::{self, AppState, Caller, Served};
+use crate::server::{AppState, Caller, Served};
 
 /// The `/mcp` service. No session (each POST stands alone) and JSON answers, not event streams:
 /// only POST is answered. The `Host` header is not checked against a list: every call carries a
@@ -162,27 +164,27 @@ impl Endpoint {
     ) -> Result<Value, ApiError> {
         let store = Arc::clone(&served.store);
         match self {
-            Endpoint::Search => server::search(state, caller, store, &query(args, &[])?).await,
+            Endpoint::Search => companies::search(state, caller, store, &query(args, &[])?).await,
             Endpoint::Detail => {
-                server::detail(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
+                companies::detail(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
             }
             Endpoint::Batch => {
                 let body = match args.get("cnpjs") {
                     Some(cnpjs) => json!({"cnpjs": cnpjs}),
                     None => json!({}),
                 };
-                server::batch(state, caller, store, &query(args, &["cnpjs"])?, body.to_string().as_bytes()).await
+                companies::batch(state, caller, store, &query(args, &["cnpjs"])?, body.to_string().as_bytes()).await
             }
             Endpoint::History => {
-                server::history(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
+                changes::history(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
             }
-            Endpoint::Changes => server::changes(state, caller, store, &query(args, &[])?).await,
+            Endpoint::Changes => changes::changes(state, caller, store, &query(args, &[])?).await,
             Endpoint::WatchlistEvents => {
                 let id = required(args, "watchlist_id")?;
                 crate::watchlists::events_of(state, caller, store, &id, &query(args, &["watchlist_id"])?).await
             }
-            Endpoint::ReferenceData => server::reference_data(&store, &query(args, &[])?),
-            Endpoint::Cities => server::cities(&store, &query(args, &[])?),
+            Endpoint::ReferenceData => companies::reference_data(&store, &query(args, &[])?),
+            Endpoint::Cities => companies::cities(&store, &query(args, &[])?),
         }
     }
 }

@@ -1,31 +1,30 @@
-//! The HTTP service: routes, authentication and rate limiting, what each endpoint answers (for its
-//! route and its MCP tool alike), credits, dataset swap; and the probes and status an operator (or
-//! a load balancer) asks for, none of them authenticated, charged or counted: `/healthz` (the
+//! The HTTP service: the router, the state every family of endpoints shares (`crate::companies`,
+//! `crate::changes`, `crate::exports`, `crate::account`, `crate::watchlists`), authentication and
+//! rate limiting, credits, pagination, dataset swap; and the probes and status an operator (or a
+//! load balancer) asks for, none of them authenticated, charged or counted: `/healthz` (the
 //! process answers), `/readyz` (the dataset and the accounts store answer) and `/api/v1/status`
 //! (the dataset served: its month, its build, since when).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Extension, Json, Router};
 use cnpj_accounts::{Accounts, User};
-use cnpj_model::{BatchRecord, CnpjQuery, Locale};
-use cnpj_store::{SearchFilters, Store, StoreError};
+use cnpj_model::{CnpjQuery, Locale};
+use cnpj_store::{Store, StoreError};
 use serde_json::{Value, json};
 
 use crate::docs;
 use crate::error::ApiError;
 use crate::limits::{BatchCache, RateLimiter};
-use crate::observe::{self, COMPANY_ROUTE, Usage};
+use crate::observe::{self, Usage};
 use crate::params::{self, Params};
 use crate::usage::{self as counting, UsageCounter};
 
@@ -56,7 +55,7 @@ pub struct AppState {
     served: RwLock<Served>,
     pub(crate) accounts: Arc<Accounts>,
     limiter: RateLimiter,
-    cache: BatchCache,
+    pub(crate) cache: BatchCache,
     pub(crate) prices: Prices,
     usage: UsageCounter,
     pub(crate) watchlists: crate::watching::Settings,
@@ -185,9 +184,10 @@ const DATASET_MONTH: HeaderName = HeaderName::from_static("x-dataset-month");
 
 /// Every route. Each answers its methods: any other, HEAD included, is a 405 with `Allow`, before
 /// authentication (so it is neither charged nor counted by the rate limit). `mcp` answers `/mcp`
-/// (the MCP endpoint, whose tools call the functions below); `routes` are the other modules'
-/// (the account, watchlists, their deliveries), each behind its own methods and authentication;
-/// `pages` the pages for people (`cnpj-pages`, which answer their own methods).
+/// (the MCP endpoint, whose tools call the endpoints' functions); `routes` are the other modules'
+/// (the companies, the changes, the account, watchlists, their deliveries), each behind its own
+/// methods and authentication; `pages` the pages for people (`cnpj-pages`, which answer their own
+/// methods).
 pub fn router<M>(state: Shared, body_timeout: Duration, mcp: M, routes: Router<Shared>, pages: Router) -> Router
 where
     M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
@@ -197,12 +197,6 @@ where
     let authenticate = || middleware::from_fn_with_state(Arc::clone(&state), authenticate);
     let with_dataset = || middleware::from_fn_with_state(Arc::clone(&state), with_dataset);
     let gets = Router::new()
-        .route("/api/v1/companies/search", get(search_route).fallback(not_allowed("GET")))
-        .route(COMPANY_ROUTE, get(detail_route).fallback(not_allowed("GET")))
-        .route("/api/v1/changes", get(changes_route).fallback(not_allowed("GET")))
-        .route("/api/v1/reference-data", get(reference_data_route).fallback(not_allowed("GET")))
-        .route("/api/v1/cities", get(cities_route).fallback(not_allowed("GET")))
-        .route_layer(authenticate())
         .route("/api/v1/status", get(status).fallback(not_allowed("GET")))
         .route_layer(with_dataset())
         .route("/healthz", get(healthz).fallback(not_allowed("GET")))
@@ -211,11 +205,6 @@ where
         .route("/docs", get(docs::page).fallback(not_allowed("GET")))
         .route("/docs/{file}", get(docs::asset).fallback(not_allowed("GET")))
         .route_layer(middleware::from_fn_with_state("GET", only_method));
-    let posts = Router::new()
-        .route("/api/v1/companies/batch", post(batch_route).fallback(not_allowed("POST")))
-        .route_layer(authenticate())
-        .route_layer(with_dataset())
-        .route_layer(middleware::from_fn_with_state("POST", only_method));
     // Authenticated and rate-limited as the REST routes are (its tools charge as they do).
     let mcp = Router::new()
         .route_service("/mcp", mcp)
@@ -224,7 +213,6 @@ where
         .route_layer(middleware::from_fn_with_state("POST", only_method));
     Router::new()
         .merge(gets)
-        .merge(posts)
         .merge(routes)
         .merge(mcp)
         .with_state(state)
@@ -429,89 +417,9 @@ async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], include_str!("../../../schemas/openapi.json"))
 }
 
-/// GET /api/v1/companies/{cnpj}, and `…/history`.
-async fn detail_route(
-    State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
-    Extension(Served { store, .. }): Extension<Served>,
-    cnpj: Result<Path<String>, PathRejection>,
-    params: Params,
-) -> Result<Json<Value>, ApiError> {
-    // A path that does not decode to UTF-8 (`%FF`) is no CNPJ either.
-    let Path(cnpj) = cnpj.map_err(|_| ApiError::invalid("cnpj", "Invalid CNPJ: not UTF-8 text."))?;
-    match cnpj.strip_suffix("/history") {
-        Some(cnpj) => history(&state, &caller, store, cnpj, &params).await.map(Json),
-        None => detail(&state, &caller, store, &cnpj, &params).await.map(Json),
-    }
-}
-
-async fn search_route(
-    State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
-    Extension(Served { store, .. }): Extension<Served>,
-    params: Params,
-) -> Result<Json<Value>, ApiError> {
-    search(&state, &caller, store, &params).await.map(Json)
-}
-
-async fn changes_route(
-    State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
-    Extension(Served { store, .. }): Extension<Served>,
-    params: Params,
-) -> Result<Json<Value>, ApiError> {
-    changes(&state, &caller, store, &params).await.map(Json)
-}
-
-async fn reference_data_route(
-    Extension(Served { store, .. }): Extension<Served>,
-    params: Params,
-) -> Result<Json<Value>, ApiError> {
-    reference_data(&store, &params).map(Json)
-}
-
-async fn cities_route(
-    Extension(Served { store, .. }): Extension<Served>,
-    params: Params,
-) -> Result<Json<Value>, ApiError> {
-    cities(&store, &params).map(Json)
-}
-
-async fn batch_route(
-    State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
-    Extension(Served { store, .. }): Extension<Served>,
-    params: Params,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
-        } else {
-            ApiError::invalid("body", e.body_text())
-        }
-    })?;
-    batch(&state, &caller, store, &params, &body).await.map(Json)
-}
-
-// What each endpoint answers (the whole JSON body), for its route and its MCP tool alike
-// (`crate::mcp`): one path for validation, prices, locales and errors. `store` is the dataset the
-// request arrived on.
-
-/// A detail record (the CNPJ as sent in the path).
-pub async fn detail(
-    state: &Shared,
-    caller: &Caller,
-    store: Arc<Store>,
-    cnpj: &str,
-    params: &Params,
-) -> Result<Value, ApiError> {
-    of_company(state, caller, cnpj, params, "detail", move |query, locale| store.detail(query, locale)).await
-}
-
 /// A company's answer (its detail or its history) for the CNPJ as sent, priced like detail when
 /// it answers (charged as `what`).
-async fn of_company<T: serde::Serialize + Send + 'static>(
+pub(crate) async fn of_company<T: serde::Serialize + Send + 'static>(
     state: &Shared,
     caller: &Caller,
     cnpj: &str,
@@ -524,149 +432,6 @@ async fn of_company<T: serde::Serialize + Send + 'static>(
     let data = blocking(move || Ok(look_up(&query, locale)?)).await?.ok_or(ApiError::CompanyNotFound)?;
     charge(state, caller, state.prices.detail, what).await?;
     Ok(json!({"success": true, "data": data}))
-}
-
-pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
-    let locale = params::locale(params)?;
-    let (page, per_page) = params::pagination(params)?;
-    let filters = params::search_filters(params)?;
-    let too_broad = params::too_broad(params);
-    let (total, records) = blocking(move || match store.search(&filters, page, per_page, locale) {
-        Err(StoreError::OverBudget) => Err(too_broad),
-        found => Ok(found?),
-    })
-    .await?;
-    if !records.is_empty() {
-        charge(state, caller, state.prices.search, "search").await?;
-    }
-    let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
-    body.extend(pagination(total, page, per_page, records.len()));
-    body.insert("data".into(), records.iter().map(|r| r.search_item()).collect());
-    Ok(Value::Object(body))
-}
-
-/// The most rows a search's export holds.
-pub const EXPORT_MAX: u64 = 10_000;
-
-/// A company's page for people (`cnpj-pages`), for the CNPJ as sent: its batch record (the
-/// detail record with its tax regime; `null` when it is not in this month), a page of its
-/// company's establishments (`page`, `per_page` as in search) and its history, newest first.
-/// Read like detail and priced like detail: 1 when either the record or a history answers.
-pub async fn company_page(
-    state: &Shared,
-    caller: &Caller,
-    store: Arc<Store>,
-    cnpj: &str,
-    params: &Params,
-) -> Result<Value, ApiError> {
-    let (page, per_page) = params::pagination(params)?;
-    of_company(state, caller, cnpj, params, "detail", move |query, locale| {
-        let record = store.batch(query, locale)?;
-        let Some(history) = store.history(query, locale)? else { return Ok(None) };
-        let basico = query.basico().as_bytes().try_into().expect("a cnpj_basico has 8 characters");
-        let company = SearchFilters { cnpj: Some(CnpjQuery::Basico(basico)), ..Default::default() };
-        let (total, establishments) = store.search(&company, page, per_page, locale)?;
-        let mut listed = pagination(total, page, per_page, establishments.len());
-        listed.insert("data".into(), establishments.iter().map(|r| r.search_item()).collect());
-        Ok(Some(json!({"record": record, "establishments": listed, "history": history})))
-    })
-    .await
-}
-
-/// What exporting a search would cost, free: `(total, rows, credits)`, the matches, the rows an
-/// export of at most `rows` holds (never over `EXPORT_MAX`) and their price, per row like batch.
-pub async fn export_cost(
-    state: &Shared,
-    store: Arc<Store>,
-    params: &Params,
-    rows: u64,
-) -> Result<(u64, u64, i64), ApiError> {
-    let locale = params::locale(params)?;
-    let filters = params::search_filters(params)?;
-    let too_broad = params::too_broad(params);
-    let (total, _) = blocking(move || match store.search(&filters, 1, 1, locale) {
-        Err(StoreError::OverBudget) => Err(too_broad),
-        found => Ok(found?),
-    })
-    .await?;
-    let rows = rows.min(EXPORT_MAX).min(total);
-    Ok((total, rows, rows as i64 * state.prices.batch_item))
-}
-
-/// The first `rows` matches (at most `EXPORT_MAX`) of a search as search items, in its order,
-/// charged per row found like batch (as `export`; a 402 charges nothing).
-pub async fn export(
-    state: &Shared,
-    caller: &Caller,
-    store: Arc<Store>,
-    params: &Params,
-    rows: u64,
-) -> Result<Vec<Value>, ApiError> {
-    const PAGE: u64 = 1_000;
-    let locale = params::locale(params)?;
-    let filters = params::search_filters(params)?;
-    let too_broad = params::too_broad(params);
-    let rows = rows.min(EXPORT_MAX);
-    let records = blocking(move || {
-        let mut records = Vec::new();
-        for page in 1..=rows.div_ceil(PAGE) {
-            let (_, found) = match store.search(&filters, page, PAGE, locale) {
-                Err(StoreError::OverBudget) => return Err(too_broad),
-                found => found?,
-            };
-            let last = (found.len() as u64) < PAGE;
-            records.extend(found);
-            if last {
-                break;
-            }
-        }
-        records.truncate(rows as usize);
-        Ok(records)
-    })
-    .await?;
-    if !records.is_empty() {
-        charge(state, caller, records.len() as i64 * state.prices.batch_item, "export").await?;
-    }
-    Ok(records.iter().map(|r| r.search_item()).collect())
-}
-
-/// GET /api/v1/companies/{cnpj}/history: priced like detail, 1 when it answers.
-pub async fn history(
-    state: &Shared,
-    caller: &Caller,
-    store: Arc<Store>,
-    cnpj: &str,
-    params: &Params,
-) -> Result<Value, ApiError> {
-    of_company(state, caller, cnpj, params, "history", move |query, locale| store.history(query, locale)).await
-}
-
-/// GET /api/v1/changes: the envelope and pagination of search, priced like search.
-pub async fn changes(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
-    let filters = params::change_filters(params)?;
-    changes_page(state, caller, store, params, filters, "changes").await
-}
-
-/// A page of the changes `filters` match (`/changes`, and a watchlist's events): the envelope
-/// and pagination of search, priced like search (charged as `what`).
-pub(crate) async fn changes_page(
-    state: &Shared,
-    caller: &Caller,
-    store: Arc<Store>,
-    params: &Params,
-    filters: cnpj_store::ChangeFilters,
-    what: &'static str,
-) -> Result<Value, ApiError> {
-    let locale = params::locale(params)?;
-    let (page, per_page) = params::pagination(params)?;
-    let (total, items) = blocking(move || Ok(store.changes(&filters, page, per_page, locale)?)).await?;
-    if !items.is_empty() {
-        charge(state, caller, state.prices.search, what).await?;
-    }
-    let mut body = serde_json::Map::from_iter([("success".to_owned(), Value::Bool(true))]);
-    body.extend(pagination(total, page, per_page, items.len()));
-    body.insert("data".into(), json!(items));
-    Ok(Value::Object(body))
 }
 
 /// A page's pagination fields (an empty page has `from` = `to` = 0).
@@ -683,133 +448,6 @@ pub(crate) fn pagination(total: u64, page: u64, per_page: u64, items: usize) -> 
     });
     let Value::Object(map) = fields else { unreachable!("an object literal") };
     map
-}
-
-pub fn reference_data(store: &Store, params: &Params) -> Result<Value, ApiError> {
-    let locale = params::locale(params)?;
-    Ok(json!({"success": true, "data": store.reference_data(locale)}))
-}
-
-pub fn cities(store: &Store, params: &Params) -> Result<Value, ApiError> {
-    params::locale(params)?;
-    let (page, per_page) = params::pagination(params)?;
-    let state_filter = params::city_state(params)?;
-    let (total, items) = store.cities(state_filter.as_deref(), params::term(params)?, page, per_page);
-    let pages = pagination(total, page, per_page, items.len());
-    Ok(json!({"success": true, "data": items, "pagination": pages}))
-}
-
-const INVALID_FORMAT: &str = "Invalid CNPJ format. Provide 8 digits (cnpj_basico) or 14 digits (full CNPJ).";
-
-/// POST /api/v1/companies/batch, its body as sent.
-pub async fn batch(
-    state: &Shared,
-    caller: &Caller,
-    store: Arc<Store>,
-    params: &Params,
-    body: &[u8],
-) -> Result<Value, ApiError> {
-    let locale = params::locale(params)?;
-    let entries = batch_entries(body)?;
-    let total_requested = entries.len();
-    let items = distinct(entries);
-    let lookup_state = Arc::clone(state);
-    let results = blocking(move || look_up(&lookup_state, &store, items, locale)).await?;
-    let found = results.iter().filter(|(_, r)| matches!(r, Ok(Some(_)))).count() as i64;
-    let cost = found * state.prices.batch_item;
-    let remaining = charge(state, caller, cost, "batch").await?;
-    let data: Vec<Value> = results
-        .into_iter()
-        .map(|(cnpj, result)| match result {
-            Ok(Some(record)) => json!({"cnpj": cnpj, "success": true, "data": *record}),
-            Ok(None) => json!({"cnpj": cnpj, "success": false, "error": "Company not found."}),
-            Err(()) => json!({"cnpj": cnpj, "success": false, "error": INVALID_FORMAT}),
-        })
-        .collect();
-    Ok(json!({
-        "success": true,
-        "data": data,
-        "total_requested": total_requested,
-        "total_found": found,
-        "credits_used": cost,
-        "credits_remaining": remaining,
-    }))
-}
-
-/// The entries of a batch's body, `{"cnpjs": [1 to 100 strings]}` and nothing else.
-fn batch_entries(body: &[u8]) -> Result<Vec<String>, ApiError> {
-    match serde_json::from_slice::<Value>(body) {
-        // `additionalProperties: false`, as the OpenAPI document says.
-        Ok(Value::Object(map)) if map.keys().any(|k| k != "cnpjs") => {
-            let unknown = map.keys().find(|k| *k != "cnpjs").map_or("", String::as_str);
-            Err(ApiError::invalid(unknown, "Unknown property: the body is {\"cnpjs\": [strings]}."))
-        }
-        Ok(Value::Object(map)) => match map.get("cnpjs") {
-            Some(Value::Array(items)) if (1..=100).contains(&items.len()) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned))
-                .collect::<Option<_>>()
-                .ok_or_else(|| ApiError::invalid("cnpjs", "Every entry must be a string.")),
-            Some(Value::Array(_)) => Err(ApiError::invalid("cnpjs", "Send 1 to 100 CNPJs.")),
-            _ => Err(ApiError::invalid("cnpjs", "The body must be {\"cnpjs\": [strings]}.")),
-        },
-        _ => Err(ApiError::invalid("body", "The body must be a JSON object {\"cnpjs\": [strings]}.")),
-    }
-}
-
-/// A batch's entries parsed (`Err` for an invalid one), deduplicated by normalized form (an
-/// invalid entry by its exact text), keeping first occurrences.
-fn distinct(entries: Vec<String>) -> Vec<(String, Result<CnpjQuery, ()>)> {
-    let mut seen: HashMap<String, ()> = HashMap::new();
-    let mut items = Vec::new();
-    for entry in entries {
-        let parsed = CnpjQuery::parse(&entry).map_err(|_| ());
-        let key = match &parsed {
-            Ok(CnpjQuery::Full(c)) => c.to_string(),
-            Ok(q @ CnpjQuery::Basico(_)) => q.basico().to_owned(),
-            Err(()) => format!("invalid:{entry}"),
-        };
-        if seen.insert(key, ()).is_none() {
-            items.push((entry, parsed));
-        }
-    }
-    items
-}
-
-/// What a batch found of each entry, from the batch cache or the store (blocking); the cache's
-/// hits and misses are counted in `cnpj_batch_cache_lookups_total`.
-#[allow(clippy::type_complexity)]
-fn look_up(
-    state: &AppState,
-    store: &Store,
-    items: Vec<(String, Result<CnpjQuery, ()>)>,
-    locale: Locale,
-) -> Result<Vec<(String, Result<Option<Arc<BatchRecord>>, ()>)>, ApiError> {
-    let mut results = Vec::with_capacity(items.len());
-    for (entry, parsed) in items {
-        let found = match parsed {
-            Err(()) => Err(()),
-            Ok(query) => {
-                let key = match &query {
-                    CnpjQuery::Full(c) => c.to_string(),
-                    q => q.basico().to_owned(),
-                };
-                let cached = state.cache.get(&key, locale);
-                let result = if cached.is_some() { "hit" } else { "miss" };
-                metrics::counter!("cnpj_batch_cache_lookups_total", "result" => result).increment(1);
-                match cached {
-                    Some(cached) => Ok(cached),
-                    None => {
-                        let record = store.batch(&query, locale)?.map(Arc::new);
-                        state.cache.put(&key, locale, record.clone());
-                        Ok(record)
-                    }
-                }
-            }
-        };
-        results.push((entry, found));
-    }
-    Ok(results)
 }
 
 /// Writes the usage counts every `FLUSH_EVERY` (the last ones at shutdown, `AppState::flush`).

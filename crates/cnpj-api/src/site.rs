@@ -1,7 +1,8 @@
 //! The registry as the pages for people (`cnpj-pages`) reach it: each page's question is answered
-//! by the very function of the API endpoint it mirrors (`server`, `watchlists`), for the person
-//! logged in as a caller of their own: their plan's rate limit, their credits, their usage counts
-//! (by the page's endpoint, without a token). The dataset is the one served when the page asks.
+//! by the very function of the API endpoint it mirrors (`companies`, `exports`, `watchlists`),
+//! for the person logged in as a caller of their own: their plan's rate limit, their credits, their
+//! usage counts (by the page's endpoint, without a token). The dataset is the one served when the
+//! page asks.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,9 +13,11 @@ use cnpj_pages::{Answer, ExportCost, Pairs, Refusal, Registry};
 use cnpj_store::Store;
 use serde_json::Value;
 
+use crate::companies;
 use crate::error::ApiError;
+use crate::exports;
 use crate::params::Params;
-use crate::server::{self, Caller, Shared};
+use crate::server::{Caller, Shared};
 use crate::watchlists;
 
 /// The pages' registry over the served state.
@@ -87,21 +90,21 @@ impl Registry for Site {
     fn search(&self, person: &Person, params: Pairs) -> Answer<Value> {
         let (state, user) = (Arc::clone(&self.state), user_of(person));
         Box::pin(as_caller(state, user, "search-page", move |state, caller, store| async move {
-            server::search(&state, &caller, store, &Params::from_pairs(params)).await
+            companies::search(&state, &caller, store, &Params::from_pairs(params)).await
         }))
     }
 
     fn company(&self, person: &Person, cnpj: String, params: Pairs) -> Answer<Value> {
         let (state, user) = (Arc::clone(&self.state), user_of(person));
         Box::pin(as_caller(state, user, "company-page", move |state, caller, store| async move {
-            server::company_page(&state, &caller, store, &cnpj, &Params::from_pairs(params)).await
+            companies::company_page(&state, &caller, store, &cnpj, &Params::from_pairs(params)).await
         }))
     }
 
     fn export_cost(&self, person: &Person, params: Pairs, rows: u64) -> Answer<ExportCost> {
         let (state, user) = (Arc::clone(&self.state), user_of(person));
         Box::pin(as_caller(state, user, "export", move |state, _, store| async move {
-            let (total, rows, credits) = server::export_cost(&state, store, &Params::from_pairs(params), rows).await?;
+            let (total, rows, credits) = exports::export_cost(&state, store, &Params::from_pairs(params), rows).await?;
             Ok(ExportCost { total, rows, credits })
         }))
     }
@@ -109,7 +112,7 @@ impl Registry for Site {
     fn export(&self, person: &Person, params: Pairs, rows: u64) -> Answer<Vec<Value>> {
         let (state, user) = (Arc::clone(&self.state), user_of(person));
         Box::pin(as_caller(state, user, "export", move |state, caller, store| async move {
-            server::export(&state, &caller, store, &Params::from_pairs(params), rows).await
+            exports::export(&state, &caller, store, &Params::from_pairs(params), rows).await
         }))
     }
 

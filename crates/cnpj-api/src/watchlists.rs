@@ -22,6 +22,7 @@ use cnpj_store::{EVENTS, Store, Watched};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::changes;
 use crate::error::ApiError;
 use crate::params::{self, Params};
 use crate::server::{self, Caller, Served, Shared, blocking, timed};
@@ -322,7 +323,7 @@ pub async fn events_of(
     let (list, watched) = watched(state, caller, id).await?;
     filters.events = list.events;
     filters.watched = Some(watched);
-    server::changes_page(state, caller, store, params, filters, "watchlist_events").await
+    changes::changes_page(state, caller, store, params, filters, "watchlist_events").await
 }
 
 /// One of the caller's lists and its entries: from memory while its revision is the one read.

@@ -1,6 +1,6 @@
 //! The writer of both serving files, fed by the build's merge: each served table is stored in two
 //! halves at once, and each half hands every row it keeps, in key order, to a [`Feed`] of its
-//! table. Establishments are numbered (ordinals, see `search.rs`) and indexed as they pass; the
+//! table. Establishments are numbered (ordinals, see `search/format.rs`) and indexed as they pass; the
 //! company of each run of establishments is noted with its ordinal range, so that the companies,
 //! stored afterwards, carry their size, legal nature and name down to their establishments. Rows
 //! also become the lookup file's entries as the store reads them.
