@@ -2,8 +2,9 @@
 //! costs (the rows, at most 10,000, priced per row found like batch; asking is free) and the
 //! balance, and asks to confirm; `POST /search/export` (the confirmed form, with its CSRF token)
 //! has the registry read and charge them, and answers the file: UTF-8, a header, one column per
-//! field of the search item (nested objects flattened as `endereco.uf`, lists as JSON), a cell
-//! that a spreadsheet would take for a formula led by `'`.
+//! field of the search item (nested objects flattened as `endereco.uf`, lists as JSON), written
+//! by [`cell`] to be safe in a spreadsheet that splits cells at `,` or at `;`. Rows asked that are
+//! not a whole number from 1 to 10,000 (0 and negatives among them) are refused with a 400.
 
 use askama::Template;
 use axum::body::Bytes;
@@ -14,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::registry::{Pairs, Refusal};
 use crate::search::{Activity, MAX_FIELD, filters, label_of, query};
-use crate::{Common, Fields, Pages, Visit, blocking, see_other, show};
+use crate::{Common, Fields, Lang, Pages, Visit, blocking, see_other, show};
 
 /// The most rows of an export.
 pub(crate) const MAX_ROWS: u64 = 10_000;
@@ -35,15 +36,26 @@ pub(crate) struct ExportPage {
     pub invalid: Vec<(String, String)>,
 }
 
-/// The search's filters (as its links carry them: the activity by its code) and the rows asked
-/// (1 to `MAX_ROWS`, all of them when not given).
-fn asked(fields: &Fields) -> (Pairs, u64) {
+/// The search's filters (as its links carry them: the activity by its code) and the rows asked:
+/// all of them (up to `MAX_ROWS`) when not given, else plain digits from 1 to `MAX_ROWS`
+/// (`None`: anything else).
+fn asked(fields: &Fields) -> (Pairs, Option<u64>) {
     let code = fields.text("business_sector", 20);
     let activity = if code.is_empty() { Activity::Any } else { Activity::Code(code) };
-    let rows = fields.text("rows", 6).parse::<u64>().map_or(MAX_ROWS, |n| n.clamp(1, MAX_ROWS));
+    let written = fields.get("rows").unwrap_or("").trim();
+    let rows = match written.parse::<u64>() {
+        _ if written.is_empty() => Some(MAX_ROWS),
+        Ok(n) if (1..=MAX_ROWS).contains(&n) && written.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+        _ => None,
+    };
     let mut pairs = filters(fields, &activity);
     pairs.retain(|(_, value)| value.chars().count() <= MAX_FIELD);
     (pairs, rows)
+}
+
+/// The field of the rows asked, as a refusal names it.
+fn rows_label(lang: Lang) -> String {
+    lang.t("export_rows_asked").to_owned()
 }
 
 /// GET /search/export: the cost of the export and the form that confirms it.
@@ -66,6 +78,11 @@ pub(crate) async fn confirm(State(pages): State<Pages>, visit: Visit, RawQuery(r
         balance: String::new(),
         affordable: false,
         invalid: Vec::new(),
+    };
+    let Some(rows) = rows else {
+        // No message in English beside it: the page says the value is not valid, in its language.
+        page.invalid = vec![(rows_label(lang), String::new())];
+        return visit.render(StatusCode::BAD_REQUEST, &page);
     };
     let cost = match registry.export_cost(&session.person, params, rows).await {
         Ok(cost) => cost,
@@ -99,6 +116,10 @@ pub(crate) async fn run(State(pages): State<Pages>, visit: Visit, body: Bytes) -
         return visit.forbidden();
     }
     let (mut params, rows) = asked(&form);
+    let Some(rows) = rows else {
+        let message = format!("{}: {}", rows_label(visit.lang), visit.lang.t("invalid"));
+        return visit.message(StatusCode::BAD_REQUEST, "export", &message, true, Some(("/search", "search_companies")));
+    };
     params.push(("locale".to_owned(), visit.lang.locale().code().to_owned()));
     match registry.export(&session.person, params, rows).await {
         Ok(items) => (
@@ -130,11 +151,29 @@ fn cells(prefix: &str, object: &Map<String, Value>, out: &mut Vec<(String, Strin
     }
 }
 
-/// A CSV cell: quoted when it holds a comma, a quote or a line break; led by `'` when a
-/// spreadsheet would read it as a formula (`=`, `+`, `-`, `@`, a tab or a carriage return first).
+/// What a spreadsheet reads as the start of a formula, first in a cell.
+const FORMULA: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// A CSV cell, safe in a spreadsheet that splits cells at `,` and in one that splits them at `;`
+/// (pt-BR's, which reads a quote within a line as text): quoted when it holds a `,`, a `;`, a
+/// quote or a line break; a `'` before a formula's first character wherever a spreadsheet may
+/// start a cell: first in the cell, and after each `;` or line break in it (spaces and quotes
+/// before it passed over).
 fn cell(text: &str) -> String {
-    let text = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{text}") } else { text.to_owned() };
-    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+    let mut guarded = String::with_capacity(text.len() + 2);
+    let mut starts = true;
+    for c in text.chars() {
+        if starts && FORMULA.contains(&c) {
+            guarded.push('\'');
+        }
+        guarded.push(c);
+        starts = matches!(c, ';' | '\n' | '\r') || (starts && matches!(c, ' ' | '"'));
+    }
+    if guarded.contains([',', ';', '"', '\n', '\r']) {
+        format!("\"{}\"", guarded.replace('"', "\"\""))
+    } else {
+        guarded
+    }
 }
 
 /// The items as CSV (lines end in CRLF): a header of the first item's columns, a line per item.
@@ -165,6 +204,54 @@ mod tests {
 
     fn check(items: Value, expected: &str) {
         assert_eq!(csv(items.as_array().unwrap()), expected);
+    }
+
+    /// Each cell as written: quoted where it holds what splits cells or lines, a formula's first
+    /// character led by `'` wherever a spreadsheet may start a cell.
+    #[test]
+    fn cells_are_safe_in_a_spreadsheet_split_at_commas_or_semicolons() {
+        for (text, expected) in [
+            ("a;=1+1", "\"a;'=1+1\""),
+            ("a;b", "\"a;b\""),
+            ("a; \"=1+1\"", "\"a; \"\"'=1+1\"\"\""),
+            ("a,b", "\"a,b\""),
+            ("\"q\"", "\"\"\"q\"\"\""),
+            ("l\nm", "\"l\nm\""),
+            ("l\n@m", "\"l\n'@m\""),
+            ("l\r\n-m", "\"l\r\n'-m\""),
+            ("=cmd", "'=cmd"),
+            ("+1", "'+1"),
+            ("-1", "'-1"),
+            ("@x", "'@x"),
+            ("\tx", "'\tx"),
+            ("\rx", "\"'\rx\""),
+            (" =1", " '=1"),
+            ("a-b=c", "a-b=c"),
+            ("ACME LTDA", "ACME LTDA"),
+            ("", ""),
+        ] {
+            assert_eq!(cell(text), expected, "{text:?}");
+        }
+    }
+
+    /// The rows asked: all (up to 10,000) when not given, else 1 to 10,000 as plain digits.
+    #[test]
+    fn rows_asked() {
+        for (form, expected) in [
+            ("", Some(MAX_ROWS)),
+            ("rows=", Some(MAX_ROWS)),
+            ("rows=4", Some(4)),
+            ("rows=+10000", Some(MAX_ROWS)),
+            ("rows=10000", Some(MAX_ROWS)),
+            ("rows=0", None),
+            ("rows=-1", None),
+            ("rows=%2B5", None),
+            ("rows=10001", None),
+            ("rows=99999999999999999999999", None),
+            ("rows=ten", None),
+        ] {
+            assert_eq!(asked(&Fields::parse(form.as_bytes())).1, expected, "{form}");
+        }
     }
 
     #[test]

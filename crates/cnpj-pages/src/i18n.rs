@@ -397,9 +397,9 @@ const TEXTS: &[(&str, [&str; 3])] = &[
     (
         "webhook_private",
         [
-            "leva a um endereço que não é público ({})",
-            "it leads to an address that is not public ({})",
-            "lleva a una dirección que no es pública ({})",
+            "leva a um endereço que não é público",
+            "it leads to an address that is not public",
+            "lleva a una dirección que no es pública",
         ],
     ),
     ("language", ["Idioma", "Language", "Idioma"]),

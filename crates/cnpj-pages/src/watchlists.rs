@@ -89,7 +89,7 @@ fn webhook_url(pages: &Pages, lang: Lang, sent: &str) -> Result<Option<String>, 
     pages.config.webhooks.check_written(url).map(|()| Some(url.to_owned())).map_err(|refused| {
         let why = match refused {
             Refused::Scheme => lang.t("webhook_scheme").to_owned(),
-            Refused::Address { address, .. } => fill(lang.t("webhook_private"), &[&address.to_string()]),
+            Refused::NotPublic { .. } => lang.t("webhook_private").to_owned(),
             _ => lang.t("webhook_malformed").to_owned(),
         };
         fill(lang.t("webhook_refused"), &[&why])

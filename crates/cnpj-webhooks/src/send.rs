@@ -273,7 +273,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("https://{}/hook", listener.local_addr().unwrap());
         let strict = Policy::default();
-        assert!(matches!(send(strict, &url, "k", "d", 1, b"{}"), Err(SendError::Refused(Refused::Address { .. }))));
+        assert!(matches!(send(strict, &url, "k", "d", 1, b"{}"), Err(SendError::Refused(Refused::NotPublic { .. }))));
         let http = format!("http://{}/hook", listener.local_addr().unwrap());
         let private_only = Policy { allow_private: true, ..strict };
         assert!(matches!(send(private_only, &http, "k", "d", 1, b"{}"), Err(SendError::Refused(Refused::Scheme))));

@@ -322,6 +322,7 @@ fn an_export_shows_its_cost_needs_its_form_and_is_charged_per_row() {
     assert_eq!(used(&s, "cid"), 4, "one credit a row, as batch");
     let api = get(&s, "/api/v1/companies/search?zip_code=01310&per_page=4", &token);
     read_back(&csv, api.body["data"].as_array().unwrap());
+    rows_out_of_range_are_refused(&s, &mut cid, &csrf(&page));
     let poor = person(&s, "dan", 1).1;
     export_past_the_balance(&s, poor);
 }
@@ -339,6 +340,27 @@ fn read_back(csv: &str, items: &[Value]) {
         assert!(line.starts_with(&format!("{},{},", item["id"].as_str().unwrap(), item["cnpj"].as_str().unwrap())));
         assert!(line.contains(item["razao_social"].as_str().unwrap()), "{line}");
     }
+}
+
+/// Rows asked that are not a whole number from 1 to 10,000 (0 exported one row) are a 400 naming
+/// the field in the page's language, on the cost page and from the confirmed form, which charges
+/// nothing.
+fn rows_out_of_range_are_refused(s: &Server, cid: &mut Visitor, csrf_token: &str) {
+    let before = used(s, "cid");
+    for (rows, locale, said) in [
+        ("0", "en", "Rows to export (up to 10,000): Invalid value."),
+        ("-1", "pt-br", "Linhas a exportar (até 10.000): Valor inválido."),
+        ("10001", "es", "Filas a exportar (hasta 10.000): Valor no válido."),
+        ("%2B5", "en", "Rows to export (up to 10,000): Invalid value."),
+    ] {
+        let (r, page) = cid.get(&format!("/search/export?zip_code=01310&rows={rows}&locale={locale}"));
+        assert!(r.status == 400 && page.contains(said), "rows={rows}: {page}");
+        let rows = rows.replace("%2B", "+");
+        let (r, page) =
+            cid.post("/search/export", &[("csrf_token", csrf_token), ("zip_code", "01310"), ("rows", &rows)]);
+        assert!(r.status == 400 && page.contains(said), "rows={rows}: {page}");
+    }
+    assert_eq!(used(s, "cid"), before, "nothing charged");
 }
 
 /// An export over the balance: the confirm page says so; forcing it is a 402 that charges nothing.

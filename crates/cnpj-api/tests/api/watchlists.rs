@@ -111,6 +111,8 @@ fn refusals(s: &Server, doc: &Value, ana: &str) {
     assert!(over.body["errors"]["cnpjs"][0].as_str().unwrap().contains("At most 5"), "{}", over.body);
     for (body, param) in [
         (json!({"name": "x", "cnpjs": [], "webhook_url": "http://hooks.example.com/"}), "webhook_url"),
+        (json!({"name": "x", "cnpjs": [], "webhook_url": "https://hooks.example.com:0/"}), "webhook_url"),
+        (json!({"name": "x", "cnpjs": [], "webhook_url": "https://hooks.example.com:+443/"}), "webhook_url"),
         (json!({"name": "x", "cnpjs": [], "events": ["closed"]}), "events"),
         (json!({"name": "  ", "cnpjs": []}), "name"),
         (json!({"name": "x", "cnpjs": [], "colour": "red"}), "body"),
@@ -118,6 +120,14 @@ fn refusals(s: &Server, doc: &Value, ana: &str) {
     ] {
         let r = create(body.clone());
         assert!(r.status == 400 && r.body["errors"][param].is_array(), "{body}: {}", r.body);
+    }
+    // Each IPv6 form that carries a loopback address, or could lead anywhere.
+    for host in
+        ["::127.0.0.1", "::ffff:0:127.0.0.1", "64:ff9b::127.0.0.1", "64:ff9b:1::808:808", "2002:7f00:1::1", "2001::1"]
+    {
+        let r = create(json!({"name": "x", "cnpjs": [], "webhook_url": format!("https://[{host}]/")}));
+        let said = r.body["errors"]["webhook_url"][0].as_str().unwrap_or_default();
+        assert!(said.contains("does not resolve to public addresses only"), "{host}: {}", r.body);
     }
     let lists = call(s, doc, "GET", LISTS, LISTS, ana, None);
     assert_eq!(lists.body["data"].as_array().unwrap().len(), 1, "nothing else was stored");
@@ -676,4 +686,29 @@ fn webhooks_deliver_the_month_signed_once_it_is_served() {
     let other = call(&s, &doc, "POST", "/api/v1/watchlists/{id}/deliveries/{delivery_id}/retry", &retry, &bia, None);
     assert_eq!(error_of(&other), (404, "Delivery not found."));
     assert_eq!(s.credits("ana"), (10 - 1 - 3, 4), "an events page, and three POSTs");
+}
+
+/// Without `--allow-private-webhooks`, a name (set freely: a name is checked as a delivery
+/// connects) that resolves to loopback is refused when its delivery connects, and the delivery's
+/// error says only that it is not public: neither the address nor its kind, which would make the
+/// API a resolver of internal names at a credit a probe.
+#[test]
+fn a_refused_delivery_does_not_say_where_its_host_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (september, october) = (dir.path().join("2026-09.duckdb"), dir.path().join("2026-10.duckdb"));
+    build_month(&root().join("data/sample-dump"), &september, None);
+    build_month(&root().join("data/sample-dump-next"), &october, Some(&september));
+    let receiver = Receiver::start(204);
+    let s = serve(dir, october, &["--webhook-interval", "1", "--rate-limit", "1000"]);
+    let ana = s.user("ana", 10);
+    let url = receiver.url.replace("http://127.0.0.1", "https://localhost");
+    let made = post(&s, LISTS, &ana, &json!({"name": "hooked", "cnpjs": ["44555666000262"], "webhook_url": url}));
+    assert_eq!(made.status, 201, "{}", made.body);
+    s.signal("-HUP");
+    let refused = deliveries_until(&s, &ana, 1, |d| d.first().is_some_and(|d| d["attempts"] == 1));
+    assert_eq!(
+        (&refused[0]["status"], &refused[0]["last_error"]),
+        (&json!("pending"), &json!("refused: localhost does not resolve to public addresses only"))
+    );
+    assert_eq!(receiver.count(), 0, "nothing was sent");
 }
