@@ -1,6 +1,7 @@
-//! The account as JSON, for programs with a token (free; counted in the rate limit):
-//! `GET /api/v1/account` (user, plan, allowance, credits, rate limit, live tokens) and
-//! `GET /api/v1/account/usage?days=N` (requests and credits per day and endpoint, N ≤ 90).
+//! The account as JSON, for programs with a token (free; counted in the rate limit), each in the
+//! `{success, data}` envelope of every other answer: `GET /api/v1/account` (user, plan,
+//! allowance, credits, rate limit, live tokens) and `GET /api/v1/account/usage?days=N` (requests
+//! and credits per day and endpoint, N ≤ 90).
 
 use std::sync::Arc;
 
@@ -30,8 +31,8 @@ fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// The body of `GET /api/v1/account`.
-pub fn account_body(accounts: &Accounts, person: &Person, tokens: &[TokenInfo], rate: RateInfo) -> Value {
+/// The `data` of `GET /api/v1/account`.
+pub fn account_data(accounts: &Accounts, person: &Person, tokens: &[TokenInfo], rate: RateInfo) -> Value {
     let at = now();
     let (plan, terms) = accounts.plans().of(person.plan.as_deref());
     let allowance = accounts.allowance_left(person);
@@ -58,7 +59,6 @@ pub fn account_body(accounts: &Accounts, person: &Person, tokens: &[TokenInfo], 
     })
 }
 
-/// GET /api/v1/account.
 /// The account's routes: authenticated (and rate-limited), free, no dataset read.
 pub fn routes(state: &Shared) -> Router<Shared> {
     Router::new()
@@ -68,6 +68,7 @@ pub fn routes(state: &Shared) -> Router<Shared> {
         .route_layer(middleware::from_fn_with_state("GET", server::only_method))
 }
 
+/// GET /api/v1/account.
 pub async fn account(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
@@ -80,7 +81,7 @@ pub async fn account(
     blocking(move || {
         let person = accounts.person(id)?.ok_or(ApiError::Unauthenticated)?;
         let tokens = accounts.tokens(id)?;
-        Ok(Json(account_body(&accounts, &person, &tokens, rate)))
+        Ok(Json(json!({"success": true, "data": account_data(&accounts, &person, &tokens, rate)})))
     })
     .await
 }
@@ -99,7 +100,7 @@ pub async fn usage(
         .iter()
         .map(|r| json!({"date": r.day, "endpoint": r.endpoint, "requests": r.requests, "credits": r.credits}))
         .collect();
-    Ok(Json(json!({"days": days, "data": data})))
+    Ok(Json(json!({"success": true, "days": days, "data": data})))
 }
 
 #[cfg(test)]

@@ -253,10 +253,19 @@ enum RoleArg {
     Admin,
 }
 
+/// The log's filter: RUST_LOG, else `info`; rmcp at `warn` unless RUST_LOG names it, since it
+/// logs each MCP call's client at `info`, three lines of it, where the request has its own line.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    match std::env::var("RUST_LOG") {
+        Ok(asked) if asked.contains("rmcp") => filter,
+        _ => filter.add_directive("rmcp=warn".parse().expect("a directive")),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let log = tracing_subscriber::fmt().with_env_filter(log_filter()).with_writer(std::io::stderr);
     match cli.log_format {
         // Colours only on a terminal: a log file or a pipe gets plain text.
         LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),

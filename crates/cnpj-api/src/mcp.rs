@@ -4,15 +4,23 @@
 //! that endpoint's query string (and a batch's body, a watchlist's id) and handed to the very
 //! function its route calls, for the same validation,
 //! prices, locales and errors. The HTTP request was authenticated and counted by the rate limit
-//! before it got here (the route's layers); its user rides in the request's extensions.
+//! before it got here (the route's layers); its user rides in the request's extensions. A body
+//! that is not a JSON-RPC message is JSON-RPC's error, in a 400.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Json;
+use axum::body::Body;
+use axum::extract::Request;
 use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::handler::server::common::schema_for_input;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -20,6 +28,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde_json::{Value, json};
+use tower::Layer;
 
 use crate::changes;
 use crate::companies;
@@ -29,17 +38,48 @@ use crate::server::{AppState, Caller, Served};
 
 /// The `/mcp` service. No session (each POST stands alone) and JSON answers, not event streams:
 /// only POST is answered. The `Host` header is not checked against a list: every call carries a
-/// Bearer token, which a DNS-rebinding page does not have.
-pub fn service(state: Arc<AppState>) -> StreamableHttpService<Tools, NeverSessionManager> {
+/// Bearer token, which a DNS-rebinding page does not have. A body that is not a JSON-RPC message
+/// is answered by `json_rpc_errors` before rmcp sees it.
+pub fn service(
+    state: Arc<AppState>,
+) -> impl tower::Service<Request, Response = Response, Error = Infallible, Future: Send> + Clone + Send + Sync + 'static
+{
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .disable_allowed_hosts();
-    StreamableHttpService::new(
+    let rmcp = StreamableHttpService::new(
         move || Ok(Tools { state: Arc::clone(&state) }),
         Arc::new(NeverSessionManager::default()),
         config,
-    )
+    );
+    axum::middleware::from_fn(json_rpc_errors).layer(rmcp)
+}
+
+/// A JSON body that is not JSON (JSON-RPC's parse error, -32700) or not a JSON-RPC message (its
+/// invalid request, -32600): a 400 with that error object and a null id, as JSON-RPC asks and
+/// MCP's streamable HTTP transport allows (rmcp would answer 415 with serde's message). A body of
+/// another type is left to rmcp (its 415).
+async fn json_rpc_errors(request: Request, next: Next) -> Response {
+    let declared = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let json =
+        declared.is_some_and(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    // The router has read the body already (at most `server::MAX_BODY`): this only takes it.
+    let bytes = match axum::body::to_bytes(body, server::MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(e) => return ApiError::invalid("body", format!("The body could not be read: {e}.")).into_response(),
+    };
+    let (code, message) = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+        Ok(_) => return next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Err(e) if e.is_data() => (-32600, "Invalid Request"),
+        Err(_) => (-32700, "Parse error"),
+    };
+    let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (StatusCode::BAD_REQUEST, Json(error)).into_response()
 }
 
 /// The tools, over the served dataset and the accounts.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cnpj_accounts::{Person, User};
 use cnpj_model::{City, Locale, ReferenceData};
-use cnpj_pages::{Answer, ExportCost, Pairs, Refusal, Registry};
+use cnpj_pages::{Answer, ExportCost, PagePrices, Pairs, Refusal, Registry};
 use cnpj_store::Store;
 use serde_json::Value;
 
@@ -121,6 +121,11 @@ impl Registry for Site {
         Box::pin(as_caller(state, user, "watchlists", move |state, caller, _| async move {
             watchlists::add(&state, caller.user_id(), list, cnpj).await
         }))
+    }
+
+    fn prices(&self) -> PagePrices {
+        // A company's page is priced like detail (`server::company_page`), a search like search.
+        PagePrices { company: self.state.prices.detail, search: self.state.prices.search }
     }
 
     fn reference_data(&self, locale: Locale) -> ReferenceData {

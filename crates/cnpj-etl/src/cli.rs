@@ -43,7 +43,8 @@ pub enum Command {
     Run(RunArgs),
     /// Write a synthetic month of RFB zips (format-faithful, deterministic for a seed) at a scale
     /// (1.0 ≈ a full 2026 month: 69 M companies, 72 M establishments), or with --evolve-from the
-    /// month after a synthetic month, its changes listed in synth.json (`planted_changes`).
+    /// month after a synthetic month, its changes listed in synth.json (`planted_changes`). The
+    /// folder's synth.json describes the month; nothing is printed on stdout.
     Synth(SynthArgs),
     /// Publish an already built DuckDB dataset into Postgres (what `build --postgres` does after the build).
     Publish(PublishArgs),

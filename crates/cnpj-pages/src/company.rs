@@ -2,7 +2,8 @@
 //! status, address with a one-line form to copy, contact, activities, partners with their
 //! documents masked, Simples and tax regime), its company's establishments a page at a time, and
 //! its history as a timeline, newest month first; read and priced like the detail endpoint by the
-//! registry. A form adds it to one of the person's watchlists (`POST /companies/{cnpj}/watch`).
+//! registry (opened from another site: its price first, `Visit::ask_first`). A form adds it to
+//! one of the person's watchlists (`POST /companies/{cnpj}/watch`).
 
 use askama::Template;
 use axum::body::Bytes;
@@ -258,7 +259,8 @@ fn company_page(visit: &Visit, cnpj: &str, data: &Value) -> CompanyPage {
     out
 }
 
-/// GET /companies/{cnpj} (`?page=` pages the establishments): charged like detail.
+/// GET /companies/{cnpj} (`?page=` pages the establishments): charged like detail, once the
+/// person asked for it here (opened from another site, its price first).
 pub(crate) async fn page(
     State(pages): State<Pages>,
     visit: Visit,
@@ -268,6 +270,9 @@ pub(crate) async fn page(
     let (Some((_, session)), Some(registry)) = (visit.session.as_ref(), pages.registry.as_deref()) else {
         return see_other("/login");
     };
+    if !visit.own_navigation {
+        return visit.ask_first("price_company", registry.prices().company, raw.as_deref());
+    }
     let fields = Fields::parse(raw.as_deref().unwrap_or("").as_bytes());
     let mut params = vec![("locale".to_owned(), visit.lang.locale().code().to_owned())];
     let number = fields.text("page", 12);

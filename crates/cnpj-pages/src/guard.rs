@@ -1,8 +1,9 @@
 //! What keeps the pages safe: the cookies (session, form, locale) and their flags, the CSRF token
 //! of every form (bound to the session, or before login to a random form cookie), the
-//! `Origin`/`Referer` check, the password rules (a bundled list of the 10,000 most common
-//! passwords), and the headers of every page (CSP without inline script, no framing, no referrer
-//! off the site, no caching).
+//! `Origin`/`Referer` check, whether a GET was the person's own step here (a charged page opened
+//! from another site is not: fetch metadata, else the `Referer`), the password rules (a bundled
+//! list of the 10,000 most common passwords), and the headers of every page (CSP without inline
+//! script, no framing, no referrer off the site, no caching).
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -47,19 +48,34 @@ pub fn csrf_ok(secret: Option<&str>, sent: Option<&str>) -> bool {
     expected.len() == sent.len() && expected.bytes().zip(sent.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
-/// Whether the request's `Origin` (else `Referer`), when present, is this service: the same host
-/// and port as the request's `Host`.
-pub fn same_origin(headers: &HeaderMap) -> bool {
+/// Whether `url` (an `Origin` or a `Referer`) is this service: the same host and port as the
+/// request's `Host`.
+fn is_here(headers: &HeaderMap, url: &HeaderValue) -> bool {
     let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else { return false };
-    let authority = |url: &str| -> Option<String> {
+    let authority = url.to_str().ok().and_then(|url| {
         let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
         Some(rest.split(['/', '?', '#']).next().unwrap_or("").to_ascii_lowercase())
-    };
+    });
+    authority.is_some_and(|a| a == host.to_ascii_lowercase())
+}
+
+/// Whether the request's `Origin` (else `Referer`), when present, is this service.
+pub fn same_origin(headers: &HeaderMap) -> bool {
     let from = headers.get(header::ORIGIN).or_else(|| headers.get(header::REFERER));
-    match from.map(|v| v.to_str().ok().and_then(authority)) {
-        None => true,
-        Some(Some(a)) => a == host.to_ascii_lowercase(),
-        Some(None) => false,
+    headers.contains_key(header::HOST) && from.is_none_or(|url| is_here(headers, url))
+}
+
+/// Whether a GET was the person's own step on this site, so that a page may charge them for it:
+/// `Sec-Fetch-Site` is `same-origin` (a link or a form of these pages) or `none` (an address typed,
+/// a bookmark: the person's own act); without that header (an older browser, a program), the
+/// `Referer` is this service (the pages send it to themselves: `Referrer-Policy: same-origin`).
+/// A link from another site (`cross-site`, and `same-site`: another host is another party) or a
+/// request that shows neither is not, whatever its query string holds.
+pub fn own_navigation(headers: &HeaderMap) -> bool {
+    match headers.get("sec-fetch-site").map(HeaderValue::as_bytes) {
+        Some(b"same-origin" | b"none") => true,
+        Some(_) => false,
+        None => headers.get(header::REFERER).is_some_and(|url| is_here(headers, url)),
     }
 }
 
@@ -137,11 +153,31 @@ mod tests {
         assert!(!same_origin(&headers(&[("host", "x.org"), ("origin", "https://evil.org")])));
         assert!(!same_origin(&headers(&[("host", "x.org"), ("origin", "null")])));
         assert!(!same_origin(&headers(&[("host", "x.org"), ("origin", "https://x.org.evil.org")])));
+        assert!(!same_origin(&headers(&[("origin", "http://x.org")])), "no Host");
         assert!(csrf_ok(Some("s"), Some(&csrf_token("s"))));
         assert!(!csrf_ok(Some("s"), Some(&csrf_token("t"))));
         assert!(!csrf_ok(None, Some(&csrf_token("s"))) && !csrf_ok(Some("s"), None));
         let h = headers(&[("cookie", "a=1; cnpj_session=abc ; b=2")]);
         assert_eq!(cookie(&h, SESSION_COOKIE).as_deref(), Some("abc"));
         assert_eq!(cookie(&h, "c"), None);
+    }
+
+    fn navigation(pairs: &[(&str, &str)], expected: bool) {
+        let mut all = vec![("host", "x.org")];
+        all.extend(pairs);
+        assert_eq!(own_navigation(&headers(&all)), expected, "{pairs:?}");
+    }
+
+    #[test]
+    fn a_charged_page_is_the_persons_own_step() {
+        navigation(&[("sec-fetch-site", "same-origin")], true);
+        navigation(&[("sec-fetch-site", "none")], true);
+        navigation(&[("sec-fetch-site", "cross-site")], false);
+        navigation(&[("sec-fetch-site", "same-site"), ("referer", "https://x.org/search")], false);
+        navigation(&[("sec-fetch-site", "cross-site"), ("referer", "https://x.org/search")], false);
+        navigation(&[("referer", "https://x.org/search?state=SP")], true);
+        navigation(&[("referer", "https://evil.org/x.org")], false);
+        navigation(&[("referer", "https://x.org.evil.org/")], false);
+        navigation(&[], false);
     }
 }

@@ -636,6 +636,35 @@ const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
     ),
     ("export_cost", ["Custo em créditos (1 por linha)", "Cost in credits (1 a row)", "Costo en créditos (1 por fila)"]),
     ("update", ["Atualizar", "Update", "Actualizar"]),
+    ("ask_first", ["Abrir esta página?", "Open this page?", "¿Abrir esta página?"]),
+    (
+        "ask_why",
+        [
+            "Você chegou aqui por um link de fora deste site. Esta página é cobrada dos seus créditos; nada foi \
+             cobrado ainda.",
+            "You came here by a link from outside this site. This page is charged to your credits; nothing has \
+             been charged yet.",
+            "Llegó aquí por un enlace de fuera de este sitio. Esta página se cobra de sus créditos; todavía no se \
+             cobró nada.",
+        ],
+    ),
+    (
+        "price_company",
+        [
+            "Preço em créditos (se a empresa for encontrada)",
+            "Price in credits (if the company is found)",
+            "Precio en créditos (si se encuentra la empresa)",
+        ],
+    ),
+    (
+        "price_search",
+        [
+            "Preço em créditos (se a busca encontrar empresas)",
+            "Price in credits (if the search finds companies)",
+            "Precio en créditos (si la búsqueda encuentra empresas)",
+        ],
+    ),
+    ("go_on", ["Continuar e abrir", "Go on and open it", "Continuar y abrirla"]),
     ("confirm_export", ["Confirmar e baixar", "Confirm and download", "Confirmar y descargar"]),
     ("nothing_to_export", ["Nada a exportar.", "Nothing to export.", "Nada que exportar."]),
     ("back_to_search", ["Voltar à busca", "Back to the search", "Volver a la búsqueda"]),

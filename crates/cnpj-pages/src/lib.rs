@@ -4,11 +4,12 @@
 //! (`profile`), their watchlists, each on a page of its own with its webhook and deliveries
 //! (`watchlists`), and the admin pages (`admin`); with a registry (`registry`: the API's
 //! endpoints, answered and charged by the service), the company search (`search`), a company's
-//! page (`company`) and a search's export as CSV (`export`). Server-rendered HTML (askama
-//! templates, compiled in, every value escaped), no
-//! JavaScript, in pt-br, en and es (`i18n`), one plain style sheet; verification and reset links
-//! by mail when SMTP is configured (`mail`). What keeps them safe (session cookies, CSRF tokens,
-//! the Origin check, password rules, headers) is `guard`.
+//! page (`company`) and a search's export as CSV (`export`); a page that charges, opened from
+//! another site, shows its price and charges only once the person goes on. Server-rendered HTML
+//! (askama templates, compiled in, every value escaped), no JavaScript, in pt-br, en and es
+//! (`i18n`), one plain style sheet; verification and reset links by mail when SMTP is configured
+//! (`mail`). What keeps them safe (session cookies, CSRF tokens, the Origin check, the person's
+//! own steps, password rules, headers) is `guard`.
 
 mod admin;
 mod auth;
@@ -37,11 +38,12 @@ use axum::routing::{get, post};
 use cnpj_accounts::{Accounts, AccountsError, Role, Session};
 
 use guard::{
-    FORM_COOKIE, LOCALE_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_token, random_hex, same_origin, set_cookie,
+    FORM_COOKIE, LOCALE_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_token, own_navigation, random_hex, same_origin,
+    set_cookie,
 };
 pub use i18n::Lang;
 pub use mail::{MailError, Mailer};
-pub use registry::{Answer, ExportCost, Pairs, Refusal, Registry};
+pub use registry::{Answer, ExportCost, PagePrices, Pairs, Refusal, Registry};
 
 /// Who may sign up at `/signup`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,12 +85,13 @@ pub(crate) struct Pages {
 /// The pages' routes (each answers its own methods), to merge into the service's router; the
 /// company search, pages and export only with a `registry`.
 pub fn router(accounts: Arc<Accounts>, config: Config, registry: Option<Arc<dyn Registry>>) -> Router {
-    // A HEAD would be charged like the GET it stands for: 405 instead.
-    let no_head = || async { (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET")]) };
+    // A HEAD would be charged like the GET it stands for: 405 instead, and the same 405 (`Allow:
+    // GET`) to every other method (axum's would name HEAD).
+    let only_get = || async { (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET")]) };
     let companies = Router::new()
-        .route("/search", get(search::page).head(no_head))
+        .route("/search", get(search::page).head(only_get).fallback(only_get))
         .route("/search/export", get(export::confirm).post(export::run))
-        .route("/companies/{cnpj}", get(company::page).head(no_head))
+        .route("/companies/{cnpj}", get(company::page).head(only_get).fallback(only_get))
         .route("/companies/{cnpj}/watch", post(company::watch));
     let pages = Pages { accounts, config: Arc::new(config), registry };
     let companies = if pages.registry.is_some() { companies } else { Router::new() };
@@ -146,6 +149,8 @@ pub(crate) struct Visit {
     new_form_cookie: bool,
     peer: Option<IpAddr>,
     same_origin: bool,
+    /// A GET that the person asked for on this site (`guard::own_navigation`): a page may charge.
+    own_navigation: bool,
     secure: bool,
 }
 
@@ -177,6 +182,7 @@ impl FromRequestParts<Pages> for Visit {
             new_form_cookie,
             peer,
             same_origin: same_origin(headers),
+            own_navigation: own_navigation(headers),
             secure: pages.config.secure_cookies,
         })
     }
@@ -239,6 +245,20 @@ impl Visit {
             response.headers_mut().insert(header::RETRY_AFTER, (*retry_after).into());
         }
         response
+    }
+
+    /// What a charged page answers when it was not the person's own step here (a link from another
+    /// site): its price (`price_key` says when it is charged) and a button that asks for the same
+    /// page again, its query as hidden fields, from this page (so the button's request is this
+    /// site's own). Nothing is charged.
+    fn ask_first(&self, price_key: &str, price: i64, query: Option<&str>) -> Response {
+        let page = templates::Ask {
+            common: self.common("ask_first"),
+            price_label: self.lang.t(price_key).to_owned(),
+            price: show::count(self.lang, price.max(0) as u64),
+            fields: form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect(),
+        };
+        self.render(StatusCode::OK, &page)
     }
 
     /// A page of one message (and maybe a link).
@@ -355,6 +375,16 @@ mod templates {
         pub message: String,
         pub bad: bool,
         pub link: Option<(String, String)>,
+    }
+
+    #[derive(Template)]
+    #[template(path = "ask.html")]
+    pub struct Ask {
+        pub common: Common,
+        pub price_label: String,
+        pub price: String,
+        /// The page's query, sent again by the button.
+        pub fields: Vec<(String, String)>,
     }
 
     #[derive(Template)]

@@ -41,6 +41,15 @@ pub struct ExportCost {
     pub credits: i64,
 }
 
+/// What the charged pages cost, in credits, when they answer as their endpoints do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagePrices {
+    /// A company's page: the detail's price, when the company is found.
+    pub company: i64,
+    /// A page of search results: the search's price, when it finds companies.
+    pub search: i64,
+}
+
 /// The registry as the pages see it.
 pub trait Registry: Send + Sync {
     /// The body of `GET /api/v1/companies/search` with these parameters, charged as that is.
@@ -55,6 +64,8 @@ pub trait Registry: Send + Sync {
     fn export(&self, person: &Person, params: Pairs, rows: u64) -> Answer<Vec<Value>>;
     /// Adds a CNPJ (14 characters, or the company's 8) to one of the person's watchlists.
     fn watch(&self, person: &Person, list: i64, cnpj: String) -> Answer<()>;
+    /// What the charged pages cost (shown before a page opened from elsewhere is charged).
+    fn prices(&self) -> PagePrices;
     /// The reference data of `GET /api/v1/reference-data` (free).
     fn reference_data(&self, locale: Locale) -> ReferenceData;
     /// The label of a code of a label table (`porte_empresa`, …), as the records carry it.

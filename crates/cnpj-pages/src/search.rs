@@ -242,7 +242,8 @@ fn form(
     }
 }
 
-/// GET /search: the form; with filters, a page of results (charged as the API charges it).
+/// GET /search: the form; with filters, a page of results (charged as the API charges it, once
+/// the person asked for it here: opened from another site, its price first).
 pub(crate) async fn page(State(pages): State<Pages>, visit: Visit, RawQuery(raw): RawQuery) -> Response {
     let (Some((_, session)), Some(registry)) = (visit.session.as_ref(), pages.registry.as_deref()) else {
         return see_other("/login");
@@ -265,6 +266,9 @@ pub(crate) async fn page(State(pages): State<Pages>, visit: Visit, RawQuery(raw)
     let ready = matches!(asked, Activity::Any | Activity::Code(_)) && fields.get("pick").is_none();
     let page = SearchPage { common: visit.common("search_companies"), form, notice: None, results: None };
     match (ready, filters.is_empty()) {
+        (true, false) if !visit.own_navigation => {
+            visit.ask_first("price_search", registry.prices().search, raw.as_deref())
+        }
         (true, false) => search(&visit, registry, &session.person, page, &fields, filters).await,
         (_, true) if fields.get("go").is_some() => {
             let notice = Some(lang.t("give_a_filter").to_owned());

@@ -2,7 +2,9 @@
 //! what `GET /api/v1/companies/search` answers for the same filters and charges the same credits,
 //! a company's page charges like detail and shows the detail's values (a `<script>` in a company's
 //! name as text), the export's cost is shown before it runs, its form needs its CSRF token, and
-//! its CSV holds the search items, charged per row; the tables fold into cards on a phone.
+//! its CSV holds the search items, charged per row; the tables fold into cards on a phone. A
+//! charged page opened from another site shows its price and charges only from its button; every
+//! page names the same `Allow` to each method it refuses.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -21,14 +23,15 @@ pub(crate) struct Visitor {
 }
 
 impl Visitor {
-    fn send(&mut self, method: &str, path: &str, form: Option<&str>, origin: bool) -> (Reply, String) {
+    /// A request with the visitor's cookies and `headers` (name, value).
+    fn send(&mut self, method: &str, path: &str, form: Option<&str>, headers: &[(&str, &str)]) -> (Reply, String) {
         let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", self.addr);
         if !self.cookies.is_empty() {
             let cookies: Vec<String> = self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
             head.push_str(&format!("Cookie: {}\r\n", cookies.join("; ")));
         }
-        if origin {
-            head.push_str(&format!("Origin: http://{}\r\n", self.addr));
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
         }
         if let Some(form) = form {
             head.push_str(&format!(
@@ -49,14 +52,16 @@ impl Visitor {
         (reply, text)
     }
 
+    /// A GET as a browser sends it when the person follows a link of this site.
     pub fn get(&mut self, path: &str) -> (Reply, String) {
-        self.send("GET", path, None, false)
+        self.send("GET", path, None, &[("Sec-Fetch-Site", "same-origin")])
     }
 
     /// A POST of `fields` as a form from this site (its `Origin`).
     pub fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> (Reply, String) {
         let form = form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish();
-        self.send("POST", path, Some(&form), true)
+        let origin = format!("http://{}", self.addr);
+        self.send("POST", path, Some(&form), &[("Origin", &origin)])
     }
 }
 
@@ -267,7 +272,7 @@ fn a_company_page_is_priced_like_detail_and_shows_its_record() {
     assert_eq!((r.status, used(&s, "bia")), (400, 2));
     let (r, _) = bia.get("/companies/44555666");
     assert_eq!((r.status, used(&s, "bia")), (200, 3), "a company's 8 characters: its head office");
-    let (r, _) = bia.send("HEAD", "/companies/11222333000181", None, false);
+    let (r, _) = bia.send("HEAD", "/companies/11222333000181", None, &[("Sec-Fetch-Site", "same-origin")]);
     assert_eq!((r.status, used(&s, "bia")), (405, 3), "a HEAD is not a charged GET");
     let mut nobody = Visitor { addr: s.addr.clone(), cookies: Vec::new() };
     let (r, _) = nobody.get("/companies/11222333000181");
@@ -389,5 +394,129 @@ fn tables_fold_into_labelled_cards() {
         let (r, page) = eva.get(path);
         assert_eq!(r.status, 200);
         assert!(cards_labelled(&page), "{path}: {page}");
+    }
+}
+
+/// The hidden fields of a page's forms (`name`, `value`) but the CSRF token, in order.
+fn hidden(page: &str) -> Vec<(String, String)> {
+    let value = |rest: &str, attribute: &str| {
+        let at = rest.find(&format!("{attribute}=\"")).unwrap() + attribute.len() + 2;
+        rest[at..].split('"').next().unwrap().to_owned()
+    };
+    page.split("<input type=\"hidden\" ")
+        .skip(1)
+        .map(|rest| (value(rest, "name"), value(rest, "value")))
+        .filter(|(name, _)| name != "csrf_token")
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// A charged page opened from another site (a link there, or no sign of this site at all) charges
+/// nothing: it shows its price and a button that asks for it again from here, which charges once;
+/// typed, bookmarked or followed from these pages, it charges at once.
+#[test]
+fn a_charged_page_opened_from_another_site_shows_its_price_first() {
+    let s = Server::start(&["--insecure-cookies"]);
+    let (_, mut gil) = person(&s, "gil", 10);
+    let company = "/companies/11222333000181?page=1";
+    let here = format!("http://{}/search?state=SP", s.addr);
+    for headers in [
+        vec![("Sec-Fetch-Site", "cross-site")],
+        vec![("Sec-Fetch-Site", "same-site")],
+        vec![("Sec-Fetch-Site", "cross-site"), ("Referer", here.as_str())],
+        vec![("Referer", "https://elsewhere.example/11222333000181")],
+        vec![],
+    ] {
+        let (r, page) = gil.send("GET", company, None, &headers);
+        assert_eq!((r.status, used(&s, "gil")), (200, 0), "{headers:?}: {page}");
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+        assert_eq!(by_id(&page, "page-price"), "1", "{headers:?}");
+        assert!(page.contains("id=\"go-on\"") && !page.contains("id=\"company-cnpj\""), "{page}");
+        assert_eq!(hidden(&page), pairs(&[("page", "1")]), "the button asks for the same page");
+    }
+    // The button's request: from this page, as the browser says.
+    let from_the_button = format!("http://{}{company}", s.addr);
+    let (r, page) = gil.send("GET", company, None, &[("Sec-Fetch-Site", "same-origin"), ("Referer", &from_the_button)]);
+    assert_eq!((r.status, used(&s, "gil")), (200, 1), "charged once");
+    assert_eq!(by_id(&page, "company-cnpj"), "11.222.333/0001-81");
+    let (r, _) = gil.send("GET", company, None, &[("Sec-Fetch-Site", "none")]);
+    assert_eq!((r.status, used(&s, "gil")), (200, 2), "typed or bookmarked: the person's own act");
+    let (r, _) = gil.send("GET", company, None, &[("Referer", &here)]);
+    assert_eq!((r.status, used(&s, "gil")), (200, 3), "no fetch metadata, this site's Referer");
+
+    let cross = [("Sec-Fetch-Site", "cross-site")];
+    let (r, page) = gil.send("GET", "/search?state=SP&go=1", None, &cross);
+    assert_eq!((r.status, used(&s, "gil")), (200, 3), "{page}");
+    assert_eq!((by_id(&page, "page-price"), hidden(&page)), ("1", pairs(&[("state", "SP"), ("go", "1")])));
+    let (r, page) = gil.send("GET", "/search", None, &cross);
+    assert!(r.status == 200 && page.contains("id=\"f-state\""), "the form alone is free: shown at once");
+    let (r, page) = gil.get("/search?state=SP&go=1");
+    assert_eq!((r.status, linked(&page).is_empty(), used(&s, "gil")), (200, false, 4));
+    for (locale, go_on) in [("en", "Go on and open it"), ("es", "Continuar y abrirla"), ("pt-br", "Continuar e abrir")]
+    {
+        let (_, page) = gil.send("GET", &format!("/companies/11222333000181?locale={locale}"), None, &cross);
+        assert!(page.contains(go_on) && !page.contains("??"), "{locale}: {page}");
+    }
+    assert_eq!(used(&s, "gil"), 4);
+}
+
+/// A page answers every method it refuses with one `Allow`: HEAD refused (the charged pages, whose
+/// HEAD would be a charged GET) is not in it, HEAD answered is.
+#[test]
+fn every_page_answers_one_allow_to_the_methods_it_refuses() {
+    let s = Server::start(&["--insecure-cookies"]);
+    let mut nobody = Visitor { addr: s.addr.clone(), cookies: Vec::new() };
+    let paths = [
+        "/",
+        "/pages/style.css",
+        "/signup",
+        "/login",
+        "/logout",
+        "/password/forgot",
+        "/password/reset",
+        "/verify",
+        "/account",
+        "/account/tokens",
+        "/account/tokens/cnpj_abcdefg/revoke",
+        "/account/password",
+        "/account/delete",
+        "/account/watchlists",
+        "/account/watchlists/1",
+        "/account/watchlists/1/entries",
+        "/account/watchlists/1/webhook",
+        "/account/watchlists/1/secret",
+        "/account/watchlists/1/delete",
+        "/account/watchlists/1/deliveries/abc/retry",
+        "/admin",
+        "/admin/users/1/grant",
+        "/admin/users/1/plan",
+        "/admin/users/1/status",
+        "/admin/tokens/revoke",
+        "/search",
+        "/search/export",
+        "/companies/11222333000181",
+        "/companies/11222333000181/watch",
+    ];
+    for path in paths {
+        let mut allowed = Vec::new();
+        let mut head_refused = false;
+        for method in ["HEAD", "POST", "PUT", "DELETE", "PATCH"] {
+            let (r, _) = nobody.send(method, path, None, &[("Sec-Fetch-Site", "same-origin")]);
+            if r.status == 405 {
+                allowed.push(r.header("allow").unwrap_or_else(|| panic!("{method} {path}: no Allow")).to_owned());
+                head_refused |= method == "HEAD";
+            }
+        }
+        allowed.dedup();
+        assert_eq!(allowed.len(), 1, "{path}: {allowed:?}");
+        let methods: Vec<&str> = allowed[0].split(',').map(str::trim).collect();
+        assert_eq!(methods.contains(&"HEAD"), methods.contains(&"GET") && !head_refused, "{path}: {methods:?}");
+    }
+    for path in ["/search", "/companies/11222333000181"] {
+        let (r, _) = nobody.send("POST", path, None, &[]);
+        assert_eq!((r.status, r.header("allow")), (405, Some("GET")), "{path}: a charged page refuses HEAD");
     }
 }

@@ -5,9 +5,10 @@
 //! compared with the REST API's answer to the same request, made by another user: the structured
 //! content is the REST `data` (a refusal: the REST error envelope, and its message the text), both
 //! users' ledgers hold the same debits, and the refused requests are the REST API's 401 (another
-//! method than POST: its 405).
+//! method than POST: its 405). A body that is not a JSON-RPC message is JSON-RPC's error, in a 400.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
@@ -202,4 +203,61 @@ fn tools_answer_as_the_rest_api_does() {
         let r = super::request(&s.addr, method, "/mcp", None, None);
         assert_eq!((r.status, r.header("allow")), (405, Some("POST")), "{method}");
     }
+}
+
+/// A POST of `body` to `/mcp` as an MCP client sends one (JSON; JSON and event streams accepted).
+fn mcp_request(s: &Server, token: &str, body: &[u8]) -> Vec<u8> {
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        s.addr,
+        body.len()
+    );
+    [head.as_bytes(), body].concat()
+}
+
+/// That POST's reply.
+pub(crate) fn mcp_post(s: &Server, token: &str, body: &[u8]) -> Reply {
+    super::exchange(&s.addr, &mcp_request(s, token, body))
+}
+
+/// An `initialize` request from a client named `client`.
+pub(crate) fn initialize(client: &str) -> Vec<u8> {
+    let params =
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": client, "version": "1"}});
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).to_string().into_bytes()
+}
+
+/// A body that is not JSON is JSON-RPC's parse error, one that is JSON but not a JSON-RPC message
+/// its invalid request: each in a 400 with a null id (not rmcp's 415 with serde's message), and
+/// nothing reaches the tools.
+#[test]
+fn a_body_that_is_not_a_json_rpc_message_is_a_json_rpc_error() {
+    let s = Server::start(&[]);
+    let token = s.user("eve", 10);
+    let parse = (-32700, "Parse error");
+    let invalid = (-32600, "Invalid Request");
+    for (body, (code, message)) in [
+        (&br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list""#[..], parse),
+        (b"not json", parse),
+        (b"", parse),
+        (br#"{"id": 1}"#, invalid),
+        (br#"[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]"#, invalid),
+        (b"42", invalid),
+    ] {
+        // Read as it comes (rmcp's 415 was text without a type).
+        let mut stream = TcpStream::connect(&s.addr).unwrap();
+        stream.write_all(&mcp_request(&s, &token, body)).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, json) = answer.split_once("\r\n\r\n").unwrap();
+        let shown = String::from_utf8_lossy(body);
+        let typed = head.to_ascii_lowercase().contains("\r\ncontent-type: application/json\r\n");
+        assert!(head.starts_with("HTTP/1.1 400 ") && typed, "{shown}: {answer}");
+        let expected = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+        assert_eq!(serde_json::from_str::<Value>(json).unwrap(), expected, "{shown}");
+    }
+    let r = mcp_post(&s, &token, &initialize("probe"));
+    assert_eq!((r.status, &r.body["result"]["serverInfo"]["name"]), (200, &json!("cnpj-registry")), "{}", r.body);
+    assert_eq!(s.credits("eve"), (10, 0));
 }

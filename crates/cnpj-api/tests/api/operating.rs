@@ -357,7 +357,7 @@ fn with_request_id(addr: &str, path: &str, token: Option<&str>, id: &str) -> Rep
 
 /// A sane request id is sent back, any other replaced by a new one; with `--log-format json` each
 /// request is one JSON line naming its id, route, status, latency, user and credits, and never
-/// the token.
+/// the token; an MCP call too, and nothing more of it.
 #[test]
 fn request_ids_are_kept_or_replaced_and_logged_in_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -386,6 +386,8 @@ fn request_ids_are_kept_or_replaced_and_logged_in_json() {
         assert_eq!(r.status, 200);
         ids.push(new_id(&r));
     }
+    let call = super::mcp::mcp_post(&s, &token, &super::mcp::initialize("log-probe-client"));
+    assert_eq!(call.status, 200, "{}", call.body);
     let fake = "cnpj_0123456789abcdef0123456789abcdef";
     let refused = request(&s.addr, "GET", "/api/v1/cities", Some(fake), None);
     assert_eq!(refused.status, 401);
@@ -413,6 +415,15 @@ fn request_ids_are_kept_or_replaced_and_logged_in_json() {
     let unknown = line(refused.header("x-request-id").unwrap());
     assert_eq!((&unknown["status"], unknown.get("user_id")), (&json!(401), None), "{unknown}");
     assert!(!text.contains(&token) && !text.contains(fake), "a token in the log:\n{text}");
+    // An MCP call is one line, as a REST request is: none of rmcp's, which name the client.
+    let mcp = line(call.header("x-request-id").unwrap());
+    assert_eq!((&mcp["route"], &mcp["status"]), (&json!("/mcp"), &json!(200)), "{mcp}");
+    let about: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["route"] == "/mcp" || l["target"].as_str().is_some_and(|t| t.starts_with("rmcp")))
+        .collect();
+    assert_eq!(about.len(), 1, "{about:#?}");
+    assert!(!text.contains("log-probe-client"), "the client's info in the log:\n{text}");
 }
 
 /// 50 searches by SQL (no search index; a big enough synthetic month, the budget lifted) in flight

@@ -40,16 +40,17 @@ fn the_account_as_json_the_allowance_first_and_usage_counted_exactly() {
     let s = with_plans(&dir);
     let token = s.user("ana", 3);
     let r = get(&s, "/api/v1/account", &token);
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.body["user"], json!({"name": "ana", "email": null, "plan": "free"}));
+    assert_eq!((r.status, &r.body["success"]), (200, &json!(true)), "the envelope of every answer: {}", r.body);
+    let account = &r.body["data"];
+    assert_eq!(account["user"], json!({"name": "ana", "email": null, "plan": "free"}));
     assert_eq!(
-        (r.body["allowance"]["monthly"].as_i64(), r.body["allowance"]["remaining"].as_i64()),
+        (account["allowance"]["monthly"].as_i64(), account["allowance"]["remaining"].as_i64()),
         (Some(5), Some(5))
     );
-    assert!(r.body["allowance"]["resets_at"].as_str().unwrap().ends_with("-01T00:00:00Z"));
-    assert_eq!((r.body["credits"].as_i64(), r.body["credits_remaining"].as_i64()), (Some(3), Some(8)));
-    assert_eq!(r.body["rate_limit"]["per_minute"], 1000);
-    assert_eq!(r.body["tokens"][0]["prefix"], token[..12]);
+    assert!(account["allowance"]["resets_at"].as_str().unwrap().ends_with("-01T00:00:00Z"));
+    assert_eq!((account["credits"].as_i64(), account["credits_remaining"].as_i64()), (Some(3), Some(8)));
+    assert_eq!(account["rate_limit"]["per_minute"], 1000);
+    assert_eq!(account["tokens"][0]["prefix"], token[..12]);
     assert_eq!(r.header("x-ratelimit-limit"), Some("1000"));
 
     assert_eq!(get(&s, "/api/v1/companies/11222333000181", &token).status, 200);
@@ -57,7 +58,10 @@ fn the_account_as_json_the_allowance_first_and_usage_counted_exactly() {
     let batch = post(&s, "/api/v1/companies/batch", &token, &json!({"cnpjs": ["11222333000181", "44555666000181"]}));
     assert_eq!(batch.body["credits_remaining"], 4, "allowance left and credits");
     let r = get(&s, "/api/v1/account", &token);
-    assert_eq!((r.body["allowance"]["remaining"].as_i64(), r.body["credits"].as_i64()), (Some(1), Some(3)));
+    assert_eq!(
+        (r.body["data"]["allowance"]["remaining"].as_i64(), r.body["data"]["credits"].as_i64()),
+        (Some(1), Some(3))
+    );
     let over = post(
         &s,
         "/api/v1/companies/batch",
@@ -102,7 +106,7 @@ fn usage_counted_exactly(s: &Server, token: &str) -> Reply {
     };
     assert_eq!(of("reference-data"), (200, 0), "exact under concurrency");
     assert_eq!((of("detail"), of("batch")), ((2, 2), (2, 2)), "a 402 is counted, not charged");
-    assert_eq!(usage.body["days"], 1);
+    assert_eq!((&usage.body["success"], &usage.body["days"]), (&json!(true), &json!(1)));
     usage
 }
 

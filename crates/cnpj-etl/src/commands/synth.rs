@@ -1,11 +1,11 @@
 //! `cnpj-etl synth`: a synthetic month of RFB zips at a scale, or the month after one
-//! (`--evolve-from`); its description (`synth.json`) printed.
+//! (`--evolve-from`); its description is the folder's `synth.json` (stdout stays empty: a line on
+//! stderr says what was written, unless `--quiet`).
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::print;
 use crate::cli::SynthArgs;
 
 pub fn synth(args: SynthArgs, quiet: bool) -> anyhow::Result<ExitCode> {
@@ -27,12 +27,13 @@ pub fn synth(args: SynthArgs, quiet: bool) -> anyhow::Result<ExitCode> {
         let bytes: u64 = report.files.iter().map(|f| f.csv_bytes).sum();
         let changes: u64 = report.churn.values().sum();
         eprintln!(
-            "wrote {} files of {}, {records} records, {bytes} bytes of CSV, {changes} planted changes in {:.1} s",
+            "wrote {} files of {}, {records} records, {bytes} bytes of CSV, {changes} planted changes in {:.1} s; \
+             described in {}",
             report.files.len(),
             report.month,
-            started.elapsed().as_secs_f64()
+            started.elapsed().as_secs_f64(),
+            out.join("synth.json").display()
         );
     }
-    print(&serde_json::to_string_pretty(&report)?)?;
     Ok(ExitCode::SUCCESS)
 }
