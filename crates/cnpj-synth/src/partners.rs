@@ -57,7 +57,7 @@ mod salt {
 }
 
 /// Who a partner is: what a Socios row says of the partner.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Partner {
     pub tipo: &'static str,
     pub nome: Vec<u8>,
@@ -131,7 +131,7 @@ impl Partners {
     }
 
     /// The partner of row `k` (any index: `evolve` draws some) of the company `basico`.
-    pub(crate) fn who(&self, k: u64, basico: &str) -> Partner {
+    fn who(&self, k: u64, basico: &str) -> Partner {
         let mut rng = self.rng(salt::WHO, &[k]);
         match rng.weighted(&TIPOS) {
             "1" => {
@@ -194,6 +194,7 @@ impl Partners {
         let chained = rng.chance(CHAINED);
         let mut row = rng.below(self.rows);
         for _ in 0..CHAIN_TRIES {
+            // The row's type, as `who` draws it first.
             if !chained || self.rng(salt::WHO, &[row]).weighted(&TIPOS) == "1" {
                 break;
             }
