@@ -21,8 +21,8 @@
 //! | natureza jurídica | 0.02 % of companies | `legal_nature_changed` |
 //! | capital social | 0.1 % of companies | `capital_changed` |
 //! | porte | 0.05 % of companies | `size_changed` |
-//! | partner entering | 0.15 % of companies | `partner_entered` |
-//! | partner leaving (the row dropped) | 0.3 % of partners | `partner_left` |
+//! | partner entering (75 % a new person, 20 % a recurring person, 5 % a recurring holding) | 0.15 % of companies | `partner_entered` |
+//! | partner leaving (the row dropped; any partner: recurring people and holdings too) | 0.3 % of partners | `partner_left` |
 //! | Simples exit / entry (an N row made S) | 0.2 % of S rows / 0.3 % of the others | `simples_opted_out` / `_in` |
 //! | MEI exit / entry | 0.3 % of S rows / 0.2 % of the others | `mei_opted_out` / `_in` |
 //!
@@ -44,8 +44,11 @@
 //!   used (from `next_company`; `rows::basico` is a bijection of 0..10^8), and a month's new
 //!   branches take one `cnpj_ordem` above every ordem of the chain (`next_ordem`), at most one per
 //!   company (written after its head office's record).
-//! - An entering partner is a person with two first names (no generated partner has them) and a
-//!   document carrying the generation (up to 1000 months), so it is none of the partners there.
+//! - An entering partner is none of the rows there: a new person has two first names (no
+//!   generated partner has them) and a document carrying the generation (up to 1000 months); a
+//!   recurring person or holding (`partners.rs`, the same as in the month the chain started from)
+//!   enters on the 10th of the month, a day on which no generated partner entered and no
+//!   earlier month's partner did.
 //!
 //! Streaming: each output member is written while its input member is read, a record at a time,
 //! one rayon task per file (a Socios part also reads its Empresas part, whose companies it gives
@@ -53,17 +56,19 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufWriter, Read, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::records::Records;
+use crate::partners::{Partner, Partners};
+use crate::records::{Records, open, with_records};
 use crate::rows::{self, FIRST, LAST, Rng, STREETS, Tables, WORDS};
 use crate::{
-    FileSummary, SynthError, SynthReport, Table, date_code, next_month, read_manifest, write_manifest, write_zip,
+    FileSummary, SynthError, SynthReport, Table, date_code, next_month, read_manifest, rows_at, write_manifest,
+    write_zip,
 };
 
 const NEW_COMPANY: f64 = 0.0045;
@@ -193,12 +198,16 @@ pub fn evolve(opts: &EvolveOptions) -> Result<SynthReport, SynthError> {
     }
     let churn = Churn {
         tables: &tables,
+        partners: Partners::new(
+            input.origin_seed,
+            rows_at(Table::Socios, input.scale),
+            rows_at(Table::Empresas, input.scale),
+        ),
         seed: Rng::keyed(opts.seed, salt::GENERATION, &generation.to_le_bytes()).next(),
         generation,
         date: format!("{}10", month.replace('-', "")),
         ordem: format!("{:04}", input.next_ordem),
         new,
-        companies: next,
     };
 
     let scratch = opts.out.join(".planted");
@@ -236,6 +245,7 @@ pub fn evolve(opts: &EvolveOptions) -> Result<SynthReport, SynthError> {
     let report = SynthReport {
         scale: input.scale,
         seed: opts.seed,
+        origin_seed: input.origin_seed,
         month,
         evolved_from: Some(input.month.clone()),
         generation,
@@ -257,21 +267,6 @@ fn member_bytes(path: &Path) -> Result<Vec<u8>, SynthError> {
     let mut bytes = Vec::new();
     member.read_to_end(&mut bytes).map_err(|source| SynthError::Io { path: path.to_owned(), source })?;
     Ok(bytes)
-}
-
-fn open(path: &Path) -> Result<zip::ZipArchive<File>, SynthError> {
-    let file = File::open(path).map_err(|source| SynthError::Io { path: path.to_owned(), source })?;
-    zip::ZipArchive::new(file).map_err(|source| SynthError::Zip { path: path.to_owned(), source })
-}
-
-/// Streams the first member of the zip at `path`, a record at a time, to `read`.
-fn with_records<T>(
-    path: &Path,
-    read: impl FnOnce(&mut Records<BufReader<zip::read::ZipFile<'_, File>>>) -> Result<T, SynthError>,
-) -> Result<T, SynthError> {
-    let mut archive = open(path)?;
-    let member = archive.by_index(0).map_err(|source| SynthError::Zip { path: path.to_owned(), source })?;
-    read(&mut Records::new(BufReader::with_capacity(1 << 20, member), path))
 }
 
 /// The served values the churn compares, by the build's rules (cnpj-normalize's).
@@ -382,6 +377,8 @@ mod served {
 /// This month's churn: what every pick needs.
 struct Churn<'a> {
     tables: &'a Tables,
+    /// Who the partners of the chain are.
+    partners: Partners,
     /// The evolve seed mixed with the generation: each month of a chain picks anew.
     seed: u64,
     generation: u32,
@@ -391,8 +388,6 @@ struct Churn<'a> {
     ordem: String,
     /// The company indices of the new companies, per Empresas part.
     new: BTreeMap<u32, Range<u64>>,
-    /// Company indices in use after this month.
-    companies: u64,
 }
 
 /// Field changes of one record: `(field index, new value)`.
@@ -809,25 +804,33 @@ impl Churn<'_> {
             }
             let mut rng = self.rng(salt::ENTER, &basico);
             if !self.gone(&basico) && rng.chance(PARTNER_ENTER) {
-                let nome = format!("{} {} {}", rng.pick(&FIRST), rng.pick(&FIRST), rng.pick(&LAST));
-                let documento = format!("***{:03}{:03}**", self.generation % 1000, rng.below(1000));
+                let basico_text = String::from_utf8_lossy(&basico).into_owned();
+                let partner = match rng.weighted(&[("new", 75), ("person", 20), ("holding", 5)]) {
+                    "person" => self.partners.recurring_person(&mut rng),
+                    "holding" => self.partners.recurring_holding(&mut rng, &basico_text),
+                    _ => Partner {
+                        tipo: "2",
+                        nome: format!("{} {} {}", rng.pick(&FIRST), rng.pick(&FIRST), rng.pick(&LAST)).into_bytes(),
+                        documento: format!("***{:03}{:03}**", self.generation % 1000, rng.below(1000)),
+                        faixa: 1 + rng.below(9),
+                    },
+                };
                 let qualificacao = rng.weighted(&[("49", 60), ("22", 30), ("05", 10)]);
-                let faixa = (1 + rng.below(9)).to_string();
                 line.clear();
                 rows::record(
                     &mut line,
                     &[
                         &basico,
-                        b"2",
-                        nome.as_bytes(),
-                        documento.as_bytes(),
+                        partner.tipo.as_bytes(),
+                        &partner.nome,
+                        partner.documento.as_bytes(),
                         qualificacao.as_bytes(),
                         self.date.as_bytes(),
                         b"",
                         b"***000000**",
                         b"",
                         b"00",
-                        faixa.as_bytes(),
+                        partner.faixa.to_string().as_bytes(),
                     ],
                 );
                 out.put(&line)?;
@@ -841,20 +844,14 @@ impl Churn<'_> {
     /// The partners of the new companies of an Empresas part (none for most).
     fn new_partners(&self, part: u32, out: &mut Out) -> Result<(), SynthError> {
         let mut line = Vec::new();
-        let mut row = Vec::new();
         for i in self.new_companies(part) {
-            let basico = rows::basico(i);
             let mut rng = self.rng(salt::NEW_PARTNERS, &i.to_le_bytes());
             let partners = rng.weighted(&[("0", 60), ("1", 30), ("2", 10)]);
             for _ in 0..partners.parse::<u32>().expect("a count") {
                 line.clear();
                 let k = rng.next();
-                self.tables.socio(&mut rng, k, self.companies, &mut line);
-                let mut generated = Records::new(line.as_slice(), Path::new("a generated record"));
-                generated.next().expect("a generated record");
-                row.clear();
-                generated.patched(&[(0, basico.clone().into_bytes())], &mut row);
-                out.put(&row)?;
+                self.partners.socio(self.tables, &mut rng, k, i, &mut line);
+                out.put(&line)?;
             }
         }
         Ok(())
@@ -992,6 +989,23 @@ mod tests {
         (keys, records)
     }
 
+    /// A month's partner rows as (tipo, nome, documento, data_entrada).
+    fn partner_rows(dir: &Path, report: &SynthReport) -> Vec<[Vec<u8>; 4]> {
+        let mut rows = Vec::new();
+        for f in report.files.iter().filter(|f| f.zip.starts_with("Socios")) {
+            with_records(&dir.join(&f.zip), |rec| {
+                while rec.next()? {
+                    if rec.len() == 11 {
+                        rows.push([1, 2, 3, 5].map(|i| rec.field(i).to_vec()));
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        rows
+    }
+
     fn changes(dir: &Path) -> Vec<PlantedChange> {
         let manifest: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("synth.json")).unwrap()).unwrap();
@@ -1039,6 +1053,17 @@ mod tests {
                 _ => assert!(change.field.is_some(), "{change:?}"),
             }
         }
+
+        // Partners enter on the 10th, recurring people of the month before among them.
+        let people: HashSet<[Vec<u8>; 2]> =
+            partner_rows(&base, &first).into_iter().map(|[_, nome, documento, _]| [nome, documento]).collect();
+        let entered: Vec<[Vec<u8>; 4]> =
+            partner_rows(&next, &evolved).into_iter().filter(|r| r[3] == b"20270110").collect();
+        assert_eq!(entered.len() as u64, evolved.churn["partner_entered"]);
+        let recurring = entered
+            .iter()
+            .filter(|[tipo, nome, documento, _]| tipo == b"2" && people.contains(&[nome.clone(), documento.clone()]));
+        assert!(recurring.count() > 0, "a recurring person enters a company");
 
         // A chain: the evolved month evolves too, with new keys again.
         let later = evolve(&EvolveOptions { from: next.clone(), out: after.clone(), seed: 3 }).unwrap();

@@ -1,16 +1,18 @@
 //! Writes a synthetic month of RFB dumps shaped exactly like the real ones (37 zips, the same
 //! member names, Latin-1, every field quoted, part 0 of each main table four times bigger), at any
 //! scale: scale 1.0 is a 2026 month (≈ 69 M Empresas, 72 M Estabelecimentos, 28 M Socios, 49 M
-//! Simples). Lookups are the real tables. Field values follow the distributions of
-//! the real dumps, and their known gotchas are planted at realistic rates, plus one of each
-//! at the start of every part so that even a tiny scale shows them. Deterministic for a seed: every
-//! (table, part) has its own random stream, so parts are generated in parallel on all cores and
-//! memory stays flat (each part streams into its zip).
+//! Simples). Lookups are the real tables. Field values follow the distributions of the real
+//! dumps, and their known gotchas are planted at realistic rates, plus one of each at the start of
+//! every part so that even a tiny scale shows them. Partners recur across companies, and
+//! legal-entity partners are companies of the month (`partners.rs`). Deterministic for a seed:
+//! every (table, part) has its own random stream, so parts are generated in parallel on all cores
+//! and memory stays flat (each part streams into its zip).
 //!
 //! `evolve` writes the month after one (`evolve.rs`): the same registry a month later, with a
 //! month's openings, closings and other changes, each listed in the new month's `synth.json`.
 
 mod evolve;
+mod partners;
 mod records;
 mod rows;
 
@@ -26,7 +28,11 @@ use serde::{Deserialize, Serialize, Serializer};
 pub use evolve::{EvolveOptions, PlantedChange, evolve};
 pub use rows::Tables;
 
-/// Rows of a month at scale 1.0.
+use crate::partners::Partners;
+use crate::rows::{Rng, write_part};
+
+/// Rows of a month at scale 1.0 (Socios: the 2026-04 delivery had 27.6 M rows, 26.7 M of them
+/// without a legal representative).
 pub const FULL_SCALE: [(Table, u64); 4] = [
     (Table::Empresas, 69_000_000),
     (Table::Estabelecimentos, 72_000_000),
@@ -97,6 +103,9 @@ pub struct FileSummary {
 pub struct SynthReport {
     pub scale: f64,
     pub seed: u64,
+    /// The seed of the month the chain started from, which the partners' identities derive
+    /// from (`partners.rs`): the same people and holdings in every month of the chain.
+    pub origin_seed: u64,
     /// `YYYY-MM`, as the member names' date stamps carry it.
     pub month: String,
     /// The month this one was evolved from (none for a month written by `generate`).
@@ -155,6 +164,24 @@ fn next_month(month: &str) -> Option<String> {
     }
 }
 
+/// The zip and member names of a main table's part, for the date code `date`.
+fn file_names(table: Table, part: u32, date: &str) -> (String, String) {
+    match table {
+        Table::Empresas => (format!("Empresas{part}.zip"), format!("K3241.K03200Y{part}.{date}.EMPRECSV")),
+        Table::Estabelecimentos => {
+            (format!("Estabelecimentos{part}.zip"), format!("K3241.K03200Y{part}.{date}.ESTABELE"))
+        }
+        Table::Socios => (format!("Socios{part}.zip"), format!("K3241.K03200Y{part}.{date}.SOCIOCSV")),
+        Table::Simples => ("Simples.zip".to_owned(), format!("F.K03200$W.SIMPLES.CSV.{date}")),
+    }
+}
+
+/// Rows of `table` in a month at `scale` (at least one).
+fn rows_at(table: Table, scale: f64) -> u64 {
+    let full = FULL_SCALE.iter().find(|(t, _)| *t == table).map_or(0, |(_, n)| *n);
+    ((full as f64 * scale).round() as u64).max(1)
+}
+
 /// Rows of each part: part 0 weighs 4, the others 1.
 fn part_ranges(total: u64, parts: u32) -> Vec<std::ops::Range<u64>> {
     let units = u64::from(parts) + 3;
@@ -180,11 +207,9 @@ pub fn generate(opts: &SynthOptions) -> Result<SynthReport, SynthError> {
         .map(|(zip, suffix, bytes)| (*zip, format!("F.K03200$Z.{date}.{suffix}"), unzip_first(bytes)))
         .collect();
     let tables = Tables::from_lookups(&lookups.iter().map(|(z, _, b)| (*z, b.as_slice())).collect::<Vec<_>>());
-    let count = |t: Table| -> u64 {
-        let full = FULL_SCALE.iter().find(|(x, _)| *x == t).map_or(0, |(_, n)| *n);
-        ((full as f64 * opts.scale).round() as u64).max(1)
-    };
+    let count = |t: Table| rows_at(t, opts.scale);
     let empresas = count(Table::Empresas);
+    let partners = Partners::new(opts.seed, count(Table::Socios), empresas);
     let mut tasks: Vec<(Table, u32, std::ops::Range<u64>)> = Vec::new();
     for table in [Table::Empresas, Table::Estabelecimentos, Table::Socios] {
         for (p, range) in part_ranges(count(table), opts.parts).into_iter().enumerate() {
@@ -197,19 +222,17 @@ pub fn generate(opts: &SynthOptions) -> Result<SynthReport, SynthError> {
     let mut files: Vec<FileSummary> = tasks
         .par_iter()
         .map(|(table, part, range)| {
-            let (zip, member) = match table {
-                Table::Empresas => (format!("Empresas{part}.zip"), format!("K3241.K03200Y{part}.{date}.EMPRECSV")),
-                Table::Estabelecimentos => {
-                    (format!("Estabelecimentos{part}.zip"), format!("K3241.K03200Y{part}.{date}.ESTABELE"))
-                }
-                Table::Socios => (format!("Socios{part}.zip"), format!("K3241.K03200Y{part}.{date}.SOCIOCSV")),
-                Table::Simples => ("Simples.zip".to_owned(), format!("F.K03200$W.SIMPLES.CSV.{date}")),
-            };
+            let (zip, member) = file_names(*table, *part, &date);
             let path = opts.out.join(&zip);
             let mut summary = FileSummary { zip, member: member.clone(), ..Default::default() };
+            let row = |rng: &mut Rng, i: u64, line: &mut Vec<u8>| match table {
+                Table::Empresas => tables.empresa(rng, i, line),
+                Table::Estabelecimentos => tables.estabelecimento(rng, i, empresas, line),
+                Table::Socios => partners.socio(&tables, rng, i, partners.company(i), line),
+                Table::Simples => tables.simples(rng, i, line),
+            };
             write_zip(&path, &member, |w| {
-                tables
-                    .write_part(*table, *part, range.clone(), empresas, opts.seed, w, &mut summary)
+                write_part(Rng::new(opts.seed, *table, *part), range.clone(), w, &mut summary, row)
                     .map_err(|source| SynthError::Io { path: path.clone(), source })
             })?;
             Ok(summary)
@@ -234,6 +257,7 @@ pub fn generate(opts: &SynthOptions) -> Result<SynthReport, SynthError> {
     let report = SynthReport {
         scale: opts.scale,
         seed: opts.seed,
+        origin_seed: opts.seed,
         month: opts.month.clone(),
         evolved_from: None,
         generation: 0,

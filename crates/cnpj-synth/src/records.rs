@@ -2,7 +2,8 @@
 //! fields, every field quoted, inner quotes doubled, LF at the end). A record keeps its raw bytes,
 //! so that one left alone is written back byte for byte.
 
-use std::io::BufRead;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use crate::SynthError;
@@ -103,6 +104,21 @@ impl<R: BufRead> Records<R> {
             .collect();
         crate::rows::record(out, &fields);
     }
+}
+
+pub(crate) fn open(path: &Path) -> Result<zip::ZipArchive<File>, SynthError> {
+    let file = File::open(path).map_err(|source| SynthError::Io { path: path.to_owned(), source })?;
+    zip::ZipArchive::new(file).map_err(|source| SynthError::Zip { path: path.to_owned(), source })
+}
+
+/// Streams the first member of the zip at `path`, a record at a time, to `read`.
+pub(crate) fn with_records<T>(
+    path: &Path,
+    read: impl FnOnce(&mut Records<BufReader<zip::read::ZipFile<'_, File>>>) -> Result<T, SynthError>,
+) -> Result<T, SynthError> {
+    let mut archive = open(path)?;
+    let member = archive.by_index(0).map_err(|source| SynthError::Zip { path: path.to_owned(), source })?;
+    read(&mut Records::new(BufReader::with_capacity(1 << 20, member), path))
 }
 
 #[cfg(test)]

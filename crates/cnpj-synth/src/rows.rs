@@ -70,7 +70,9 @@ impl Rng {
     }
 }
 
-pub(crate) const FIRST: [&str; 16] = [
+/// First names and surnames: no word is in both lists, so that a name of two first names (the
+/// partners `evolve` makes enter) is none of the names drawn as a first name and two surnames.
+pub(crate) const FIRST: [&str; 24] = [
     "JOSE",
     "MARIA",
     "ANA",
@@ -87,8 +89,16 @@ pub(crate) const FIRST: [&str; 16] = [
     "GABRIEL",
     "RAFAEL",
     "FERNANDA",
+    "SEBASTIAO",
+    "LUCIA",
+    "FATIMA",
+    "ANDRE",
+    "MONICA",
+    "VITOR",
+    "BARBARA",
+    "CECILIA",
 ];
-pub(crate) const LAST: [&str; 12] = [
+pub(crate) const LAST: [&str; 24] = [
     "SILVA",
     "SANTOS",
     "OLIVEIRA",
@@ -101,6 +111,18 @@ pub(crate) const LAST: [&str; 12] = [
     "GOMES",
     "COSTA",
     "RIBEIRO",
+    "ARAUJO",
+    "CONCEICAO",
+    "GONCALVES",
+    "SIMOES",
+    "BRANDAO",
+    "FALCAO",
+    "ASSUNCAO",
+    "MAGALHAES",
+    "MARTINS",
+    "CARVALHO",
+    "ROCHA",
+    "BARBOSA",
 ];
 pub(crate) const WORDS: [&str; 14] = [
     "COMERCIO",
@@ -145,7 +167,7 @@ const BAIRROS: [&[u8]; 8] = [
 pub struct Tables {
     pub(crate) cnaes: Vec<String>,
     naturezas: Vec<String>,
-    paises: Vec<String>,
+    pub(crate) paises: Vec<String>,
     /// (RFB code, UF).
     pub(crate) municipios: Vec<(String, String)>,
 }
@@ -191,6 +213,45 @@ pub(crate) fn record(out: &mut Vec<u8>, fields: &[&[u8]]) {
 const REJECT_RATE: f64 = 1e-6;
 const DUPLICATE_RATE: f64 = 1e-6;
 
+/// Writes the records `range` of a part to `w`, each written by `row` (from the part's
+/// random stream and the record's index), with the gotchas of every part planted.
+pub(crate) fn write_part(
+    mut rng: Rng,
+    range: Range<u64>,
+    w: &mut dyn Write,
+    summary: &mut FileSummary,
+    row: impl Fn(&mut Rng, u64, &mut Vec<u8>),
+) -> std::io::Result<()> {
+    let mut line = Vec::with_capacity(1024);
+    let mut buf = Vec::with_capacity(1 << 20);
+    let first = range.start;
+    for i in range {
+        line.clear();
+        row(&mut rng, i, &mut line);
+        buf.extend_from_slice(&line);
+        summary.records += 1;
+        // One of each at the start of every part, then at realistic rates.
+        if i == first || rng.chance(DUPLICATE_RATE) {
+            buf.extend_from_slice(&line);
+            summary.records += 1;
+            summary.planted_duplicates += 1;
+        }
+        if i == first || rng.chance(REJECT_RATE) {
+            let short: Vec<&[u8]> = vec![b"99999999", b"REGISTRO TRUNCADO"];
+            record(&mut buf, &short);
+            summary.records += 1;
+            summary.planted_rejects += 1;
+        }
+        if buf.len() >= 1 << 20 {
+            summary.csv_bytes += buf.len() as u64;
+            w.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    summary.csv_bytes += buf.len() as u64;
+    w.write_all(&buf)
+}
+
 impl Tables {
     pub fn from_lookups(lookups: &[(&str, &[u8])]) -> Tables {
         let get = |name: &str| lookups.iter().find(|(z, _)| *z == name).map_or(Vec::new(), |(_, b)| codes(b));
@@ -213,54 +274,6 @@ impl Tables {
             paises: get("Paises.zip"),
             municipios,
         }
-    }
-
-    /// Writes the records `range` of `table`'s part `part` to `w`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn write_part(
-        &self,
-        table: Table,
-        part: u32,
-        range: Range<u64>,
-        empresas: u64,
-        seed: u64,
-        w: &mut dyn Write,
-        summary: &mut FileSummary,
-    ) -> std::io::Result<()> {
-        let mut rng = Rng::new(seed, table, part);
-        let mut line = Vec::with_capacity(1024);
-        let mut buf = Vec::with_capacity(1 << 20);
-        let first = range.start;
-        for i in range {
-            line.clear();
-            match table {
-                Table::Empresas => self.empresa(&mut rng, i, &mut line),
-                Table::Estabelecimentos => self.estabelecimento(&mut rng, i, empresas, &mut line),
-                Table::Socios => self.socio(&mut rng, i, empresas, &mut line),
-                Table::Simples => self.simples(&mut rng, i, &mut line),
-            }
-            buf.extend_from_slice(&line);
-            summary.records += 1;
-            // One of each at the start of every part, then at realistic rates.
-            if i == first || rng.chance(DUPLICATE_RATE) {
-                buf.extend_from_slice(&line);
-                summary.records += 1;
-                summary.planted_duplicates += 1;
-            }
-            if i == first || rng.chance(REJECT_RATE) {
-                let short: Vec<&[u8]> = vec![b"99999999", b"REGISTRO TRUNCADO"];
-                record(&mut buf, &short);
-                summary.records += 1;
-                summary.planted_rejects += 1;
-            }
-            if buf.len() >= 1 << 20 {
-                summary.csv_bytes += buf.len() as u64;
-                w.write_all(&buf)?;
-                buf.clear();
-            }
-        }
-        summary.csv_bytes += buf.len() as u64;
-        w.write_all(&buf)
     }
 
     pub(crate) fn name(rng: &mut Rng) -> String {
@@ -430,45 +443,6 @@ impl Tables {
                 email.as_bytes(),
                 especial.as_bytes(),
                 data_especial.as_bytes(),
-            ],
-        );
-    }
-
-    pub(crate) fn socio(&self, rng: &mut Rng, k: u64, empresas: u64, out: &mut Vec<u8>) {
-        let company = k.wrapping_mul(2_654_435_761) % empresas;
-        let base = basico(company);
-        let tipo = rng.weighted(&[("2", 979), ("1", 20), ("3", 1)]);
-        let (nome, documento, faixa) = match tipo {
-            "1" => {
-                let other = basico(rng.below(empresas));
-                let (ordem, dv) = cnpj(&other, 1);
-                (format!("{} {} SA", rng.pick(&WORDS), rng.pick(&LAST)), format!("{other}{ordem}{dv}"), "0".to_owned())
-            }
-            "3" => (format!("{} HOLDINGS LLC", rng.pick(&LAST)), String::new(), "0".to_owned()),
-            _ => (Self::name(rng), format!("***{:06}**", k % 1_000_000), (1 + rng.below(9)).to_string()),
-        };
-        let qual = rng.weighted(&[("49", 60), ("22", 25), ("16", 6), ("05", 5), ("10", 4)]);
-        let entrada = if rng.chance(0.001) { "0".to_owned() } else { rng.date(1970, 2026) };
-        let pais = if tipo == "3" { rng.pick(&self.paises).clone() } else { String::new() };
-        let (rep, rep_nome, rep_qual) = if rng.chance(0.97) {
-            ("***000000**".to_owned(), String::new(), "00")
-        } else {
-            (format!("***{:06}**", rng.below(1_000_000)), Self::name(rng), "05")
-        };
-        record(
-            out,
-            &[
-                base.as_bytes(),
-                tipo.as_bytes(),
-                nome.as_bytes(),
-                documento.as_bytes(),
-                qual.as_bytes(),
-                entrada.as_bytes(),
-                pais.as_bytes(),
-                rep.as_bytes(),
-                rep_nome.as_bytes(),
-                rep_qual.as_bytes(),
-                faixa.as_bytes(),
             ],
         );
     }
