@@ -34,7 +34,7 @@ use crate::changes;
 use crate::companies;
 use crate::error::ApiError;
 use crate::params::Params;
-use crate::server::{AppState, Caller, Served};
+use crate::server::{AppState, Caller, MAX_BODY, Served};
 
 /// The `/mcp` service. No session (each POST stands alone) and JSON answers, not event streams:
 /// only POST is answered. The `Host` header is not checked against a list: every call carries a
@@ -69,7 +69,7 @@ async fn json_rpc_errors(request: Request, next: Next) -> Response {
     }
     let (parts, body) = request.into_parts();
     // The router has read the body already (at most `server::MAX_BODY`): this only takes it.
-    let bytes = match axum::body::to_bytes(body, server::MAX_BODY).await {
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(bytes) => bytes,
         Err(e) => return ApiError::invalid("body", format!("The body could not be read: {e}.")).into_response(),
     };

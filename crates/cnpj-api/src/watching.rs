@@ -10,6 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cnpj_store::Watched;
 
+/// A list as its entries are kept by: (owner, list id).
+type ListKey = (i64, i64);
+
 /// Lists whose entries are kept.
 const KEPT_LISTS: usize = 256;
 
@@ -18,7 +21,7 @@ pub struct Settings {
     /// Where webhooks may lead (`http`, private addresses: tests, a receiver on the same host).
     pub webhooks: cnpj_webhooks::Policy,
     /// Each list's entries as last read, by (owner, list id): (revision, entries).
-    kept: Mutex<HashMap<(i64, i64), (i64, Arc<Watched>)>>,
+    kept: Mutex<HashMap<ListKey, (i64, Arc<Watched>)>>,
 }
 
 impl Settings {

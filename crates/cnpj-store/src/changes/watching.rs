@@ -185,7 +185,12 @@ impl MatchCache {
 
 /// What `MatchCache` knows a list's matches under some filters by.
 fn match_key(watched: &Watched, filters: &ChangeFilters) -> String {
-    format!("{:x}{:016x} {:?}", watched.fingerprint.0, watched.fingerprint.1, ChangeFilters { watched: None, ..filters.clone() })
+    format!(
+        "{:x}{:016x} {:?}",
+        watched.fingerprint.0,
+        watched.fingerprint.1,
+        ChangeFilters { watched: None, ..filters.clone() }
+    )
 }
 
 impl Store {
