@@ -2,7 +2,8 @@
 //! by prefix, named, revocable, with an optional expiry), two balances (the plan's monthly
 //! allowance and the operator's credits) with a debit ledger, and, when shared by several API
 //! replicas, the rate-limit counters. People's accounts beside (`people`: email, argon2id password,
-//! role, status), their sessions and one-time links (`sessions`), usage counts, the ledger and the
+//! role, status), their sessions and one-time links (`sessions`), the throttles of logging in and
+//! signing up with device tokens (`throttle`), usage counts, the ledger and the
 //! admin audit log (`usage`), plans (`plans`), and each user's watchlists (`watchlists`) with their
 //! webhook deliveries (`deliveries`). A SQLite file by default (separate from the monthly
 //! dataset), or a Postgres schema that every replica uses. Charging is atomic on both (no balance
@@ -26,6 +27,7 @@ mod postgres;
 mod sessions;
 mod sql;
 mod sqlite;
+mod throttle;
 mod usage;
 mod watchlists;
 
@@ -33,6 +35,7 @@ pub use deliveries::{Attempt, Delivery, Due, delivery_id};
 pub use people::{Person, Role, Status, check_password, hash_password};
 pub use plans::{Plan, Plans, PlansError};
 pub use sessions::{Link, LinkKind, SESSION_IDLE, SESSION_MAX, Session};
+pub use throttle::{DEVICE_MAX, LoginTry};
 pub use usage::{AuditEntry, Debit, UsageRow, UserSummary};
 pub use watchlists::{
     InvalidEntry, MAX_NAME, MAX_PER_REQUEST, NewWatchlist, Saved, Watchlist, WatchlistChange, watch_key,
@@ -65,6 +68,8 @@ pub enum AccountsError {
     Random(String),
     #[error("an account with the email {0:?} exists already")]
     EmailTaken(String),
+    #[error("{0:?} is not an email address")]
+    InvalidEmail(String),
     #[error("no account with the email {0:?}")]
     UnknownEmail(String),
     #[error("no plan named {0:?} in the plans")]
@@ -124,6 +129,18 @@ pub(crate) fn month_of(unix_seconds: i64) -> String {
 /// The month's allowance left: what is stored for this month, else the plan's whole amount.
 pub(crate) fn allowance_left(plans: &Plans, plan: Option<&str>, stored: i64, month: Option<&str>, at: i64) -> i64 {
     if month == Some(month_of(at).as_str()) { stored } else { plans.of(plan).1.monthly_allowance }
+}
+
+/// An email as stored: trimmed and lower-cased.
+pub(crate) fn normal_email(email: &str) -> String {
+    email.trim().to_lowercase()
+}
+
+/// Whether `email` is an address, by the `email_address` parser: a plain local part (no quoted
+/// one), `@`, a domain name with a dot (no literal address), nothing around it (no display name).
+pub fn valid_email(email: &str) -> bool {
+    let options = email_address::Options::default().with_required_tld().without_domain_literal().without_display_text();
+    !email.starts_with('"') && email_address::EmailAddress::parse_with_options(email, options).is_ok()
 }
 
 pub(crate) fn hash(token: &str) -> String {
@@ -511,24 +528,96 @@ mod people_tests {
         assert!(a.user_summaries("").unwrap().is_empty(), "an erased user is not listed");
     }
 
+    fn try_from(email: &str, address: &str, device: Option<&str>) -> LoginTry {
+        LoginTry { email: email.into(), address: address.into(), device: device.map(str::to_owned) }
+    }
+
     #[test]
-    fn logins_are_throttled_by_account_and_by_address() {
+    fn logins_are_throttled_by_account_and_address_by_address_and_by_account() {
         let (dir, a) = store(PLANS);
-        let keys = ["account:x@y.z".to_owned(), "address:127.0.0.1".to_owned()];
+        let from_a = try_from("x@y.z", "10.0.0.1", None);
         for _ in 0..4 {
-            a.login_failed(&keys).unwrap();
+            a.login_failed(&from_a).unwrap();
         }
-        assert_eq!(a.login_wait(&keys).unwrap(), None, "4 failures: no wait");
-        a.login_failed(&keys[1..]).unwrap();
-        assert_eq!(a.login_wait(&keys[..1]).unwrap(), None);
-        assert!(matches!(a.login_wait(&keys).unwrap(), Some(59..=60)), "5 from the address: a minute");
-        a.login_failed(&keys[1..]).unwrap();
-        assert!(matches!(a.login_wait(&keys[1..]).unwrap(), Some(119..=120)), "growing");
+        assert_eq!(a.login_wait(&from_a).unwrap(), None, "4 failures: no wait");
+        a.login_failed(&from_a).unwrap();
+        assert!(matches!(a.login_wait(&from_a).unwrap(), Some(59..=60)), "5 from the address: a minute");
+        assert_eq!(a.login_wait(&try_from("X@y.z", "10.0.0.2", None)).unwrap(), None, "another address gets in");
+        let other = try_from("w@y.z", "10.0.0.1", None);
+        assert_eq!(a.login_wait(&other).unwrap(), None, "another account from the address");
+        for n in 0..15 {
+            a.login_failed(&try_from(&format!("{n}@y.z"), "10.0.0.1", None)).unwrap();
+        }
+        assert!(a.login_wait(&other).unwrap().is_some(), "20 failures from the address: it waits for all");
+        a.login_failed(&from_a).unwrap();
+        assert!(matches!(a.login_wait(&from_a).unwrap(), Some(119..=120)), "growing");
         for _ in 0..10 {
-            a.login_failed(&keys[1..]).unwrap();
+            a.login_failed(&from_a).unwrap();
         }
-        assert!(matches!(a.login_wait(&keys[1..]).unwrap(), Some(899..=900)), "up to a 15-minute lock");
+        assert!(matches!(a.login_wait(&from_a).unwrap(), Some(899..=900)), "up to a 15-minute lock");
         sql(&dir, "UPDATE login_failures SET at = at - 900");
-        assert_eq!(a.login_wait(&keys).unwrap(), None, "failures older than 15 minutes are forgotten");
+        assert_eq!(a.login_wait(&from_a).unwrap(), None, "failures older than 15 minutes are forgotten");
+
+        let person = a.create_person("ann@y.z", &hash_password("a long password").unwrap(), "", "en", Status::Active);
+        let id = person.unwrap().id;
+        let device = a.device_token(id).unwrap().unwrap();
+        for n in 0..50 {
+            let wait = a.login_wait(&try_from("ann@y.z", &format!("10.9.{n}.1"), None)).unwrap();
+            assert_eq!(wait, None, "failure {n} from its own address");
+            a.login_failed(&try_from("ann@y.z", &format!("10.9.{n}.1"), None)).unwrap();
+        }
+        let fresh = try_from("ann@y.z", "10.0.2.1", None);
+        assert!(a.login_wait(&fresh).unwrap().is_some(), "50 failures lock the account");
+        assert_eq!(a.login_wait(&try_from("ann@y.z", "10.0.2.1", Some(&device))).unwrap(), None, "but its device");
+        for forged in [format!("{id}.1.00"), device.replacen(&format!("{id}."), &format!("{}.", id + 1), 1), "x".into()]
+        {
+            assert!(a.login_wait(&try_from("ann@y.z", "10.0.2.1", Some(&forged))).unwrap().is_some(), "{forged}");
+        }
+        let link = a.make_link(LinkKind::Reset, "ann@y.z", Some(id), None, 0).unwrap();
+        a.reset_password(&link, &hash_password("another long one").unwrap()).unwrap();
+        assert_eq!(a.login_wait(&fresh).unwrap(), None, "a reset ends the lock");
+        for n in 0..50 {
+            a.login_failed(&try_from("ann@y.z", &format!("10.9.{n}.1"), None)).unwrap();
+        }
+        let old_device = try_from("ann@y.z", "10.0.2.1", Some(&device));
+        assert!(a.login_wait(&old_device).unwrap().is_some(), "a new password retires the device tokens");
+    }
+
+    #[test]
+    fn sign_ups_are_throttled_by_address_and_by_network() {
+        let (dir, a) = store(PLANS);
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        for _ in 0..5 {
+            assert_eq!(a.signup_try(ip("10.0.0.1")).unwrap(), None);
+        }
+        assert!(matches!(a.signup_try(ip("10.0.0.1")).unwrap(), Some(3599..=3600)), "5 an hour from an address");
+        for n in 2..17 {
+            assert_eq!(a.signup_try(ip(&format!("10.0.0.{n}"))).unwrap(), None, "{n}");
+        }
+        assert!(a.signup_try(ip("10.0.0.99")).unwrap().is_some(), "20 an hour from a /24");
+        assert_eq!(a.signup_try(ip("10.0.1.1")).unwrap(), None, "another /24");
+        for n in 0..5 {
+            assert_eq!(a.signup_try(ip(&format!("2001:db8::{n}"))).unwrap(), None);
+        }
+        assert!(a.signup_try(ip("2001:db8::9")).unwrap().is_none(), "5 from each address of a /64");
+        sql(&dir, "UPDATE login_failures SET at = at - 3600");
+        assert_eq!(a.signup_try(ip("10.0.0.1")).unwrap(), None, "an hour later");
+    }
+
+    #[test]
+    fn emails_are_addresses() {
+        let (_dir, a) = store(PLANS);
+        let hash = hash_password("a long password").unwrap();
+        for bad in
+            ["x<svg/onload=alert(1)>@evil.example", "a@b", "Ann <a@b.c>", "a@[10.0.0.1]", "\"a b\"@c.d", "a b@c.d"]
+        {
+            assert!(!valid_email(bad), "{bad}");
+            let made = a.create_person(bad, &hash, "", "en", Status::Active);
+            assert!(matches!(made, Err(AccountsError::InvalidEmail(_))), "{bad}: {made:?}");
+            assert!(matches!(a.make_link(LinkKind::Invite, bad, None, None, 0), Err(AccountsError::InvalidEmail(_))));
+        }
+        a.create_user("cli", 0).unwrap();
+        assert!(matches!(a.set_login("cli", "x<svg>@evil.example", &hash), Err(AccountsError::InvalidEmail(_))));
+        assert!(valid_email("ana.maria+x@sub.example.com.br") && a.set_login("cli", "Cli@Example.com", &hash).is_ok());
     }
 }

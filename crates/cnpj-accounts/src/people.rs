@@ -6,7 +6,10 @@
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 
 use crate::sql::{Row, Sql, Val};
-use crate::{Accounts, AccountsError, PREFIX_LEN, TokenInfo, allowance_left, hash, new_token, now};
+use crate::{
+    Accounts, AccountsError, PREFIX_LEN, TokenInfo, allowance_left, hash, new_token, normal_email, now, throttle,
+    valid_email,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -126,11 +129,6 @@ fn stand_in_hash() -> &'static str {
     HASH.get_or_init(|| hash_password("no account has this password").unwrap_or_default())
 }
 
-/// An email as stored: trimmed and lower-cased.
-pub(crate) fn normal_email(email: &str) -> String {
-    email.trim().to_lowercase()
-}
-
 fn one_person(db: &mut dyn Sql, filter: &str, param: Val) -> Result<Option<Person>, AccountsError> {
     Ok(db.row(&format!("{PERSON} WHERE {filter}"), &[param])?.as_ref().map(person))
 }
@@ -147,9 +145,13 @@ pub(crate) struct NewPerson<'a> {
     pub status: Status,
 }
 
-/// Inserts a person (their name is their email); `EmailTaken` when the email is.
+/// Inserts a person (their name is their email); `InvalidEmail` when it is no address,
+/// `EmailTaken` when it is taken.
 pub(crate) fn insert_person(db: &mut dyn Sql, new: &NewPerson<'_>) -> Result<Person, AccountsError> {
     let email = normal_email(new.email);
+    if !valid_email(&email) {
+        return Err(AccountsError::InvalidEmail(email));
+    }
     let taken = db.row("SELECT id FROM users WHERE email = $1 OR name = $1", &[email.as_str().into()])?;
     if taken.is_some() {
         return Err(AccountsError::EmailTaken(email));
@@ -216,6 +218,9 @@ impl Accounts {
     /// Gives a user (a CLI user, by name) an email and a password.
     pub fn set_login(&self, name: &str, email: &str, password_hash: &str) -> Result<Person, AccountsError> {
         let email = normal_email(email);
+        if !valid_email(&email) {
+            return Err(AccountsError::InvalidEmail(email));
+        }
         self.tx(|db| {
             let user =
                 one_person(db, "name = $1", name.into())?.ok_or_else(|| AccountsError::UnknownUser(name.into()))?;
@@ -326,7 +331,7 @@ impl Accounts {
                 db.row("SELECT email FROM users WHERE id = $1", &[id.into()])?.and_then(|r| r.opt_text(0))
             {
                 db.run("DELETE FROM links WHERE email = $1", &[email.as_str().into()])?;
-                db.run("DELETE FROM login_failures WHERE key = $1", &[format!("account:{email}").into()])?;
+                throttle::forget_account(db, &email)?;
             }
             db.run("DELETE FROM sessions WHERE user_id = $1", &[id.into()])?;
             db.run("DELETE FROM deliveries WHERE user_id = $1", &[id.into()])?;

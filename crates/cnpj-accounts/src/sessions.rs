@@ -1,21 +1,15 @@
 //! Sessions of people logged in to the pages (256 random bits in a cookie, stored as SHA-256;
 //! shared by replicas; 2 hours idle and 30 days in all), one-time links (invite, verify, reset;
-//! stored as SHA-256, single use) and the login throttle (failures by account and by address).
+//! stored as SHA-256, single use).
 
-use crate::people::{NewPerson, PERSON, Person, Status, insert_person, normal_email, person};
+use crate::people::{NewPerson, PERSON, Person, Status, insert_person, person};
 use crate::sql::{Row, Sql};
-use crate::{Accounts, AccountsError, hash, now, random_hex};
+use crate::{Accounts, AccountsError, hash, normal_email, now, random_hex, throttle, valid_email};
 
 /// A session ends after this long without a request.
 pub const SESSION_IDLE: i64 = 2 * 3600;
 /// A session ends this long after it began, however busy.
 pub const SESSION_MAX: i64 = 30 * 86_400;
-/// Failures of one key counted for the throttle.
-const FAILURE_WINDOW: i64 = 15 * 60;
-/// Failures in the window before tries wait.
-const FREE_FAILURES: i64 = 5;
-/// The longest wait: the lock.
-const LOCK: i64 = 15 * 60;
 
 /// A live session: its user (active) and when it began.
 #[derive(Clone, Debug)]
@@ -135,6 +129,10 @@ impl Accounts {
         if let Some(p) = plan.filter(|p| !self.plans.contains(p)) {
             return Err(AccountsError::UnknownPlan(p.to_owned()));
         }
+        // An invitation names a new address; the other links go to an account's own.
+        if kind == LinkKind::Invite && !valid_email(&normal_email(email)) {
+            return Err(AccountsError::InvalidEmail(email.to_owned()));
+        }
         let token = random_hex()?;
         let at = now();
         self.tx(|db| {
@@ -196,8 +194,8 @@ impl Accounts {
         })
     }
 
-    /// Sets a new password by a reset link; every session of the user ends. `None` when the link
-    /// is not valid.
+    /// Sets a new password by a reset link; every session of the user ends, and so does a lock of
+    /// the account by failed logins. `None` when the link is not valid.
     pub fn reset_password(&self, token: &str, password_hash: &str) -> Result<Option<i64>, AccountsError> {
         self.tx(|db| {
             let Some(link) = find_link(db, token, LinkKind::Reset, true)? else { return Ok(None) };
@@ -207,47 +205,8 @@ impl Accounts {
             let id = row.int(0);
             db.run("UPDATE users SET password_hash = $1 WHERE id = $2", &[password_hash.into(), id.into()])?;
             db.run("DELETE FROM sessions WHERE user_id = $1", &[id.into()])?;
+            throttle::forget_account(db, &link.email)?;
             Ok(Some(id))
         })
-    }
-
-    /// Seconds a login try must still wait, if any of `keys` (`account:<email>`,
-    /// `address:<ip>`) failed 5 times in 15 minutes: a minute after the fifth failure, doubling
-    /// with each further one up to 15 minutes.
-    pub fn login_wait(&self, keys: &[String]) -> Result<Option<u64>, AccountsError> {
-        let at = now();
-        self.tx(|db| {
-            let mut wait = 0;
-            for key in keys {
-                let row = db.row(
-                    "SELECT count(*), max(at) FROM login_failures WHERE key = $1 AND at > $2",
-                    &[key.as_str().into(), (at - FAILURE_WINDOW).into()],
-                )?;
-                let (failures, last) = row.map_or((0, 0), |r| (r.int(0), r.int(1)));
-                if failures >= FREE_FAILURES {
-                    let lock = (60i64 << (failures - FREE_FAILURES).min(10)).min(LOCK);
-                    wait = wait.max(last + lock - at);
-                }
-            }
-            Ok((wait > 0).then_some(wait as u64))
-        })
-    }
-
-    /// Counts a failed login against each key (and forgets failures older than the window).
-    pub fn login_failed(&self, keys: &[String]) -> Result<(), AccountsError> {
-        let at = now();
-        self.tx(|db| {
-            db.run("DELETE FROM login_failures WHERE at <= $1", &[(at - FAILURE_WINDOW).into()])?;
-            for key in keys {
-                db.run("INSERT INTO login_failures (key, at) VALUES ($1, $2)", &[key.as_str().into(), at.into()])?;
-            }
-            Ok(())
-        })
-    }
-
-    /// Forgets an account's failures after a successful login.
-    pub fn login_succeeded(&self, key: &str) -> Result<(), AccountsError> {
-        self.tx(|db| db.run("DELETE FROM login_failures WHERE key = $1", &[key.into()]))?;
-        Ok(())
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use cnpj_accounts::{
-    Accounts, AccountsError, Insufficient, LinkKind, NewWatchlist, Plans, Status, UsageRow, WatchlistChange,
+    Accounts, AccountsError, Insufficient, LinkKind, LoginTry, NewWatchlist, Plans, Status, UsageRow, WatchlistChange,
     hash_password,
 };
 
@@ -165,10 +165,12 @@ fn people_sessions_links_and_usage_on_postgres() {
     a.admin_grant(ana.id, ana.id, -100, "test").unwrap();
     assert_eq!(a.person(ana.id).unwrap().unwrap().credits, 0, "never below zero");
     assert_eq!(a.audit_log(5).unwrap()[0].target.as_deref(), Some("ana@example.com"));
+    let login = LoginTry { email: "ana@example.com".into(), address: "10.0.0.1".into(), device: None };
     for _ in 0..5 {
-        a.login_failed(&["account:ana@example.com".to_owned()]).unwrap();
+        a.login_failed(&login).unwrap();
     }
-    assert!(a.login_wait(&["account:ana@example.com".to_owned()]).unwrap().is_some());
+    assert!(a.login_wait(&login).unwrap().is_some());
+    assert_eq!(a.signup_try("10.0.0.1".parse().unwrap()).unwrap(), None, "the sign-up throttle on Postgres");
     let cnpjs = ["11222333".to_owned()];
     a.create_watchlist(ana.id, &NewWatchlist { name: "l", cnpjs: &cnpjs, events: &[], webhook_url: None }).unwrap();
     a.erase(ana.id).unwrap();

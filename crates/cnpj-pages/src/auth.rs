@@ -1,15 +1,19 @@
-//! Getting in and out: sign-up (open, or by an operator's invitation), log in with throttling
-//! (one message for an unknown email and a wrong password), log out, the forgotten password, the
+//! Getting in and out: sign-up (open and throttled by address, or by an operator's invitation,
+//! whose link is the limit), log in with throttling (one message for an unknown email and a wrong
+//! password; a device cookie past an account's lock), log out, the forgotten password, the
 //! reset by a one-time link, and email verification.
+
+use std::net::{IpAddr, Ipv4Addr};
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cnpj_accounts::{LinkKind, Person, Status};
+use cnpj_accounts::{LinkKind, LoginTry, Person, Status};
 use serde::Deserialize;
 
-use crate::guard::{SESSION_COOKIE, password_problem};
+use crate::guard::{DEVICE_COOKIE, SESSION_COOKIE, cookie, password_problem};
+use crate::i18n::Lang;
 use crate::mail::Mail;
 use crate::{Fields, Pages, Signup, StoreFailed, Visit, blocking, see_other, templates};
 
@@ -21,11 +25,6 @@ const MAX_NAME: usize = 100;
 pub(crate) struct LinkQuery {
     invite: Option<String>,
     token: Option<String>,
-}
-
-fn plausible_email(email: &str) -> bool {
-    let Some((local, domain)) = email.split_once('@') else { return false };
-    !local.is_empty() && domain.contains('.') && !email.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 impl Visit {
@@ -69,18 +68,24 @@ impl Visit {
         self.render(status, &page)
     }
 
-    /// Logs `person` in: a new session (any previous one of this browser ends), then `/account`.
+    /// Logs `person` in: a new session (any previous one of this browser ends) and a new device
+    /// token (past the account's lock next time), then `/account`.
     async fn log_in(&self, pages: &Pages, person: &Person) -> Result<Response, StoreFailed> {
         let (id, old) = (person.id, self.session.as_ref().map(|(s, _)| s.clone()));
-        let session = blocking(pages, move |a| {
+        let (session, device) = blocking(pages, move |a| {
             if let Some(old) = old {
                 a.close_session(&old)?;
             }
-            a.open_session(id)
+            Ok((a.open_session(id)?, a.device_token(id)?))
         })
         .await?;
         metrics::counter!("cnpj_sessions_opened_total").increment(1);
-        Ok(self.redirect_with_session("/account", Some(&session)))
+        let mut response = self.redirect_with_session("/account", Some(&session));
+        if let Some(device) = device {
+            let cookie = crate::guard::set_cookie(DEVICE_COOKIE, &device, cnpj_accounts::DEVICE_MAX, self.secure);
+            response.headers_mut().append(header::SET_COOKIE, cookie);
+        }
+        Ok(response)
     }
 }
 
@@ -151,6 +156,9 @@ async fn signup_invited(
     }
 }
 
+/// Open sign-up, throttled by address and network (429 past 5 an hour from an address, 20 from
+/// its /24 or /64). With mail, a taken email is answered exactly as a new one (the same page,
+/// after the same password hash) and its owner is told by mail; without mail, it is said.
 async fn signup_open(
     pages: &Pages,
     visit: &Visit,
@@ -158,10 +166,17 @@ async fn signup_open(
     name: &str,
     password: String,
 ) -> Result<Response, StoreFailed> {
-    let email = form.text("email", MAX_EMAIL).to_lowercase();
-    let problem = if plausible_email(&email) { password_problem(&password, &email) } else { Some("email_invalid") };
+    let email = form.text("email", MAX_EMAIL).trim().to_lowercase();
+    let problem =
+        if cnpj_accounts::valid_email(&email) { password_problem(&password, &email) } else { Some("email_invalid") };
     if let Some(problem) = problem {
         return Ok(visit.signup_form(StatusCode::BAD_REQUEST, Some(problem), None, name, &email));
+    }
+    let peer = visit.peer.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    if let Some(wait) = blocking(pages, move |a| a.signup_try(peer)).await? {
+        let mut response = visit.signup_form(StatusCode::TOO_MANY_REQUESTS, Some("too_many_tries"), None, name, &email);
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        return Ok(response);
     }
     let (name_owned, email_owned, locale) = (name.to_owned(), email.clone(), visit.lang.code());
     // With mail, the account is usable once its email is verified.
@@ -176,14 +191,24 @@ async fn signup_open(
     .await?;
     match (made, &pages.config.mail) {
         (Some(person), None) => visit.log_in(pages, &person).await,
-        (Some(person), Some(mailer)) => {
-            let link =
-                blocking(pages, move |a| a.make_link(LinkKind::Verify, &email, Some(person.id), None, 0)).await?;
-            let (mailer, lang, to) = (mailer.clone(), visit.lang, person.email.unwrap_or_default());
-            mail_off_path(move || mailer.send(Mail::Verify, lang, &to, &format!("/verify?token={link}")));
+        (None, None) => Ok(visit.signup_form(StatusCode::BAD_REQUEST, Some("email_taken"), None, name, &email)),
+        (made, Some(mailer)) => {
+            let (accounts, mailer, lang) = (std::sync::Arc::clone(&pages.accounts), mailer.clone(), visit.lang);
+            mail_off_path(move || match made {
+                Some(person) => {
+                    let link = accounts.make_link(LinkKind::Verify, &email, Some(person.id), None, 0);
+                    let link = link.map_err(|e| e.to_string())?;
+                    mailer.send(Mail::Verify, lang, &email, &format!("/verify?token={link}"))
+                }
+                None => {
+                    let found = accounts.person_by_email(&email).map_err(|e| e.to_string())?;
+                    let Some(owner) = found.filter(|p| p.status != Status::Disabled) else { return Ok(()) };
+                    let lang = owner.locale.as_deref().and_then(Lang::parse).unwrap_or(lang);
+                    mailer.send(Mail::Taken, lang, &email, "/password/forgot")
+                }
+            });
             Ok(visit.message(StatusCode::OK, "signup", visit.lang.t("check_mail"), false, None))
         }
-        (None, _) => Ok(visit.signup_form(StatusCode::BAD_REQUEST, Some("email_taken"), None, name, &email)),
     }
 }
 
@@ -204,30 +229,33 @@ pub(crate) async fn login_page(State(pages): State<Pages>, visit: Visit) -> Resp
     visit.login_form(StatusCode::OK, None, None, "", &pages)
 }
 
-/// POST /login: throttled by account and by address (429 while a key must wait); one message for
-/// an unknown email and a wrong password, after the same work. Counted in `cnpj_logins_total` by
-/// outcome.
-pub(crate) async fn login(State(pages): State<Pages>, visit: Visit, body: Bytes) -> Response {
+/// POST /login: throttled by account from the address and by address (429 after 5 failures in
+/// 15 minutes), and by account from anywhere (after 50, unless the browser holds the account's
+/// device cookie); one message for an unknown email and a wrong password, after the same work.
+/// Counted in `cnpj_logins_total` by outcome.
+pub(crate) async fn login(State(pages): State<Pages>, visit: Visit, headers: HeaderMap, body: Bytes) -> Response {
     let form = Fields::parse(&body);
     if !visit.post_allowed(form.get("csrf_token"), false) {
         return visit.forbidden();
     }
     let email = form.text("email", MAX_EMAIL).to_lowercase();
     let password = form.get("password").unwrap_or("").chars().take(1024).collect::<String>();
-    let keys =
-        vec![format!("account:{email}"), format!("address:{}", visit.peer.map_or("unknown".into(), |p| p.to_string()))];
-    let (checked_email, account_key) = (email.clone(), keys[0].clone());
+    let login = LoginTry {
+        email: email.clone(),
+        address: visit.peer.map_or("unknown".into(), |p| p.to_string()),
+        device: cookie(&headers, DEVICE_COOKIE),
+    };
     let outcome = blocking(&pages, move |a| {
-        if let Some(wait) = a.login_wait(&keys)? {
+        if let Some(wait) = a.login_wait(&login)? {
             return Ok(Err(Some(wait)));
         }
-        match a.verify_login(&checked_email, &password)? {
+        match a.verify_login(&login.email, &password)? {
             Some(person) => {
-                a.login_succeeded(&account_key)?;
+                a.login_succeeded(&login)?;
                 Ok(Ok(person))
             }
             None => {
-                a.login_failed(&keys)?;
+                a.login_failed(&login)?;
                 Ok(Err(None))
             }
         }

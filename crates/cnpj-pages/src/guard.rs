@@ -2,11 +2,11 @@
 //! of every form (bound to the session, or before login to a random form cookie), the
 //! `Origin`/`Referer` check, whether a GET was the person's own step here (a charged page opened
 //! from another site is not: fetch metadata, else the `Referer`), the password rules (a bundled
-//! list of the 10,000 most common passwords), and the headers of every page (CSP without inline
-//! script, no framing, no referrer off the site, no caching).
+//! list of the 100,000 most common passwords), the device cookie's name, and the headers of every
+//! page (CSP without inline script, no framing, no referrer off the site, no caching).
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use sha2::{Digest, Sha256};
@@ -14,6 +14,8 @@ use sha2::{Digest, Sha256};
 pub const SESSION_COOKIE: &str = "cnpj_session";
 pub const FORM_COOKIE: &str = "cnpj_form";
 pub const LOCALE_COOKIE: &str = "cnpj_locale";
+/// A token of the last account this browser logged in to: past that account's lock.
+pub const DEVICE_COOKIE: &str = "cnpj_device";
 
 /// The value of a cookie of the request.
 pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -86,22 +88,36 @@ pub fn random_hex() -> String {
     hex::encode(bytes)
 }
 
-fn common_passwords() -> &'static HashSet<String> {
-    static LIST: OnceLock<HashSet<String>> = OnceLock::new();
-    LIST.get_or_init(|| include_str!("../data/common-passwords.txt").lines().map(|l| l.trim().to_lowercase()).collect())
-}
+/// The bundled list of common passwords (see `data/README.md`), lower-cased, built once.
+static COMMON_PASSWORDS: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| include_str!("../data/common-passwords.txt").lines().collect());
 
 /// The longest password taken (argon2 hashes any length; a form's field is bounded).
 const MAX_PASSWORD: usize = 1024;
 
-/// Why a password is refused (a key of the pages' texts), if it is: under 10 characters, among
-/// the 10,000 most common passwords (case-insensitively), or the email itself.
+/// Whether a password is on the list, or is an entry of it with digits added at the end
+/// (`password1234`), compared lower-cased.
+fn common(password: &str) -> bool {
+    let lower = password.to_lowercase();
+    let stem = lower.trim_end_matches(|c: char| c.is_ascii_digit());
+    COMMON_PASSWORDS.contains(lower.as_str()) || (stem.len() < lower.len() && COMMON_PASSWORDS.contains(stem))
+}
+
+/// Why a password is refused (a key of the pages' texts), if it is: under 10 characters, all
+/// white space, one character repeated, among the 100,000 most common passwords (or one of them
+/// with digits added), or the email itself (OWASP ASVS level 2).
 pub fn password_problem(password: &str, email: &str) -> Option<&'static str> {
+    let mut chars = password.chars();
+    let first = chars.next();
     if password.chars().count() < 10 {
         Some("pw_short")
     } else if password.len() > MAX_PASSWORD {
         Some("pw_long")
-    } else if common_passwords().contains(password.to_lowercase().as_str()) {
+    } else if password.chars().all(char::is_whitespace) {
+        Some("pw_blank")
+    } else if chars.all(|c| Some(c) == first) {
+        Some("pw_repeated")
+    } else if common(password) {
         Some("pw_common")
     } else if password.trim().eq_ignore_ascii_case(email.trim()) {
         Some("pw_email")
@@ -138,7 +154,19 @@ mod tests {
         check("ana@example.com", "Ana@Example.com", Some("pw_email"));
         check("correct horse battery", "a@b.c", None);
         check(&"x".repeat(2000), "a@b.c", Some("pw_long"));
-        assert!(common_passwords().len() > 9_900, "the bundled list, lower-cased");
+        check("            ", "a@b.c", Some("pw_blank"));
+        check(" \t \n \u{a0}  \t   ", "a@b.c", Some("pw_blank"));
+        check("aaaaaaaaaaaa", "a@b.c", Some("pw_repeated"));
+        check("000000000000", "a@b.c", Some("pw_repeated"));
+        check("ééééééééééé", "a@b.c", Some("pw_repeated"));
+        check("password1234", "a@b.c", Some("pw_common"));
+        check("Sunshine2024", "a@b.c", Some("pw_common"));
+        check("qwertyuiop123", "a@b.c", Some("pw_common"));
+        check("1234567890123", "a@b.c", Some("pw_common"));
+        check("8401957362", "a@b.c", None);
+        check("password1234!", "a@b.c", None);
+        check("aaaaaaaaaaab", "a@b.c", None);
+        assert!(COMMON_PASSWORDS.len() > 47_000, "the bundled list");
     }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

@@ -168,7 +168,30 @@ const TEXTS: &[(&str, [&str; 3])] = &[
             "La contraseña necesita al menos 10 caracteres.",
         ],
     ),
-    ("pw_common", ["Essa senha é comum demais.", "This password is too common.", "Esa contraseña es demasiado común."]),
+    (
+        "pw_common",
+        [
+            "Essa senha é comum demais (está entre as 100.000 mais usadas, talvez com números no fim).",
+            "This password is too common (among the 100,000 most used, perhaps with digits added at the end).",
+            "Esa contraseña es demasiado común (está entre las 100.000 más usadas, quizá con números al final).",
+        ],
+    ),
+    (
+        "pw_blank",
+        [
+            "A senha não pode ser só espaços.",
+            "The password cannot be only white space.",
+            "La contraseña no puede ser solo espacios.",
+        ],
+    ),
+    (
+        "pw_repeated",
+        [
+            "A senha não pode ser um só caractere repetido.",
+            "The password cannot be one character repeated.",
+            "La contraseña no puede ser un solo carácter repetido.",
+        ],
+    ),
     (
         "pw_email",
         [
@@ -428,6 +451,15 @@ const TEXTS: &[(&str, [&str; 3])] = &[
             "Para ativar sua conta, abra este link (válido por 7 dias):",
             "To activate your account, open this link (valid for 7 days):",
             "Para activar su cuenta, abra este enlace (válido por 7 días):",
+        ],
+    ),
+    ("mail_taken_subject", ["Cadastro com o seu e-mail", "A sign-up with your email", "Registro con su correo"]),
+    (
+        "mail_taken_body",
+        [
+            "Alguém tentou criar uma conta com este e-mail, que já tem uma. Se foi você, entre com a sua senha ou escolha uma nova por este link; se não foi, ignore este e-mail.",
+            "Someone tried to sign up with this email, which has an account already. If it was you, log in with your password or choose a new one at this link; if not, ignore this mail.",
+            "Alguien intentó registrarse con este correo, que ya tiene una cuenta. Si fue usted, inicie sesión con su contraseña o elija una nueva en este enlace; si no, ignore este correo.",
         ],
     ),
     ("mail_reset_subject", ["Nova senha", "Choose a new password", "Nueva contraseña"]),

@@ -68,8 +68,9 @@ pub struct Config {
     pub webhooks: cnpj_webhooks::Policy,
 }
 
-/// Why a password is refused, in English (for the CLI), if it is: under 10 characters, among the
-/// 10,000 most common passwords, or the email itself.
+/// Why a password is refused, in English (for the CLI), if it is: under 10 characters, all white
+/// space, one character repeated, among the 100,000 most common passwords (or one of them with
+/// digits added), or the email itself.
 pub fn password_problem(password: &str, email: &str) -> Option<&'static str> {
     guard::password_problem(password, email).map(|key| Lang::En.t(key))
 }

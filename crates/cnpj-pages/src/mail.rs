@@ -1,5 +1,6 @@
-//! Mail, when the operator configured SMTP: the verification link sent at sign-up and the reset
-//! link sent by `/password/forgot`, each in the page's language. Sent off the request's path: a
+//! Mail, when the operator configured SMTP: the verification link sent at sign-up, the notice to
+//! an account's owner that someone signed up with their email (with the link to a new password),
+//! and the reset link sent by `/password/forgot`, each in the page's language. Sent off the request's path: a
 //! page answers the same whether or not a mail went out.
 
 use lettre::message::header::{ContentTransferEncoding, ContentType};
@@ -34,6 +35,8 @@ pub enum MailError {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Mail {
     Verify,
+    /// Someone signed up with the email of an account.
+    Taken,
     Reset,
 }
 
@@ -53,6 +56,7 @@ impl Mailer {
         let link = format!("{}{path_and_token}", self.public_url);
         let (subject, text) = match kind {
             Mail::Verify => (lang.t("mail_verify_subject"), lang.t("mail_verify_body")),
+            Mail::Taken => (lang.t("mail_taken_subject"), lang.t("mail_taken_body")),
             Mail::Reset => (lang.t("mail_reset_subject"), lang.t("mail_reset_body")),
         };
         let to = to.parse::<Mailbox>().map_err(|e| e.to_string())?;

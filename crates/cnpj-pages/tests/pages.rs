@@ -63,7 +63,13 @@ impl Site {
     }
 
     fn browser(&self) -> Browser {
-        Browser { addr: self.addr.clone(), cookies: HashMap::new(), origin: Some(format!("http://{}", self.addr)) }
+        self.browser_from(None)
+    }
+
+    /// A browser whose requests come from the loopback address `from` (127.0.0.1 when none).
+    fn browser_from(&self, from: Option<&str>) -> Browser {
+        let origin = Some(format!("http://{}", self.addr));
+        Browser { addr: self.addr.clone(), from: from.map(str::to_owned), cookies: HashMap::new(), origin }
     }
 }
 
@@ -92,6 +98,30 @@ impl Reply {
 
 /// One request on a new connection; the response read to its end.
 fn send(addr: &str, method: &str, path: &str, headers: &[(String, String)], body: Option<&str>) -> Reply {
+    send_from(None, addr, method, path, headers, body)
+}
+
+/// A connection to `addr` from the loopback address `from` (127.0.0.1 when none): another peer.
+fn connect(from: Option<&str>, addr: &str) -> TcpStream {
+    let Some(from) = from else { return TcpStream::connect(addr).unwrap() };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        socket.connect(addr.parse().unwrap()).await.unwrap().into_std().unwrap()
+    });
+    stream.set_nonblocking(false).unwrap();
+    stream
+}
+
+fn send_from(
+    from: Option<&str>,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: Option<&str>,
+) -> Reply {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -101,7 +131,7 @@ fn send(addr: &str, method: &str, path: &str, headers: &[(String, String)], body
     }
     head.push_str("\r\n");
     head.push_str(body.unwrap_or(""));
-    let mut stream = TcpStream::connect(addr).unwrap();
+    let mut stream = connect(from, addr);
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     stream.write_all(head.as_bytes()).unwrap();
     let mut raw = Vec::new();
@@ -151,6 +181,7 @@ fn encode(text: &str) -> String {
 /// Keeps cookies as a browser does and sends this site as the `Origin` of its POSTs.
 struct Browser {
     addr: String,
+    from: Option<String>,
     cookies: HashMap<String, String>,
     origin: Option<String>,
 }
@@ -178,7 +209,7 @@ impl Browser {
     }
 
     fn get(&mut self, path: &str) -> Reply {
-        let reply = send(&self.addr, "GET", path, &self.headers(), None);
+        let reply = send_from(self.from.as_deref(), &self.addr, "GET", path, &self.headers(), None);
         self.keep(&reply);
         reply
     }
@@ -188,7 +219,7 @@ impl Browser {
         if let Some(origin) = &self.origin {
             headers.push(("Origin".to_owned(), origin.clone()));
         }
-        let reply = send(&self.addr, "POST", path, &headers, Some(&form(fields)));
+        let reply = send_from(self.from.as_deref(), &self.addr, "POST", path, &headers, Some(&form(fields)));
         self.keep(&reply);
         reply
     }
@@ -371,22 +402,59 @@ fn logins_are_throttled_alike_for_unknown_emails_and_wrong_passwords() {
     assert_eq!(login_error(&unknown), login_error(&wrong), "one message");
     let (fast, slow) = (unknown_time.min(wrong_time), unknown_time.max(wrong_time));
     assert!(slow < fast * 4 + Duration::from_millis(30), "a similar time: {unknown_time:?} vs {wrong_time:?}");
-    for _ in 0..3 {
+    for _ in 0..4 {
         timed(&mut b, "gil@example.com");
     }
     let (locked, _) = timed(&mut b, "gil@example.com");
-    assert_eq!(locked.status, 429, "after 5 failures from the address");
+    assert_eq!(locked.status, 429, "after 5 failures of the account from the address");
     assert!(locked.header("retry-after").is_some());
     let refused = b.log_in("gil@example.com", PASSWORD);
     assert_eq!(refused.status, 429, "even with the right password, while it waits");
-    assert_eq!(login_error(&refused), login_error(&timed(&mut b, "nobody@example.com").0));
-    // By account, from other addresses (the rows of another address stand in for them).
-    s.sql("UPDATE login_failures SET key = 'address:10.0.0.1' WHERE key LIKE 'address:%'");
-    let mut fresh = s.browser();
-    let (r, _) = timed(&mut fresh, "gil@example.com");
-    assert_eq!(r.status, 401, "the account's fifth failure (the 429s were not tries)");
-    let (r, _) = timed(&mut fresh, "gil@example.com");
-    assert_eq!(r.status, 429, "the account had 5 failures: it waits from any address");
+    for _ in 0..4 {
+        timed(&mut b, "nobody@example.com");
+    }
+    let (unknown_locked, _) = timed(&mut b, "nobody@example.com");
+    assert_eq!(unknown_locked.status, 429, "an unknown email waits alike");
+    assert_eq!(login_error(&refused), login_error(&unknown_locked));
+    // Five wrong passwords from one address lock no one out from another.
+    let mut elsewhere = s.browser_from(Some("127.0.0.2"));
+    assert_eq!(elsewhere.log_in("gil@example.com", PASSWORD).status, 303, "the owner, from another address");
+}
+
+#[test]
+fn an_account_is_locked_only_past_50_failures_save_to_its_devices_and_a_reset_ends_it() {
+    let s = site();
+    let id = s.person("ivy@example.com", "Ivy");
+    let mut own = s.browser();
+    let first = own.log_in("ivy@example.com", PASSWORD);
+    assert_eq!(first.status, 303);
+    let device = own.cookies.get("cnpj_device").cloned().expect("a device cookie");
+    let set = first.set_cookies().into_iter().find(|c| c.starts_with("cnpj_device=")).unwrap();
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Lax") && set.contains("Secure"), "{set}");
+    own.submit("/account", "/logout", &[]);
+    assert_eq!(own.cookies.get("cnpj_device"), Some(&device), "kept after logging out");
+    // 50 wrong passwords from 13 addresses, 4 each (under each address's own throttle).
+    for n in 0..50 {
+        let mut attacker = s.browser_from(Some(&format!("127.0.{}.{}", 1 + n / 4, 10 + n / 4)));
+        assert_eq!(attacker.log_in("ivy@example.com", "not ivy's password").status, 401, "failure {n}");
+    }
+    let mut fresh = s.browser_from(Some("127.0.99.1"));
+    let locked = fresh.log_in("ivy@example.com", PASSWORD);
+    assert_eq!(locked.status, 429, "50 failures in 15 minutes lock the account");
+    assert!(locked.header("retry-after").is_some());
+    let mut forged = s.browser();
+    forged.cookies.insert("cnpj_device".into(), format!("{id}.1.{}", "0".repeat(64)));
+    assert_eq!(forged.log_in("ivy@example.com", PASSWORD).status, 429, "a forged device cookie");
+    assert_eq!(own.log_in("ivy@example.com", PASSWORD).status, 303, "a device that logged in before gets in");
+    assert_eq!(fresh.log_in("ivy@example.com", PASSWORD).status, 429, "the lock stays for others");
+    let link = s.accounts.make_link(LinkKind::Reset, "ivy@example.com", Some(id), None, 0).unwrap();
+    let reset = fresh.submit(
+        &format!("/password/reset?token={link}"),
+        "/password/reset",
+        &[("token", &link), ("password", "ivy's brand new secret")],
+    );
+    assert_eq!(reset.status, 200);
+    assert_eq!(fresh.log_in("ivy@example.com", "ivy's brand new secret").status, 303, "a reset ends the lock");
 }
 
 #[test]
@@ -398,17 +466,103 @@ fn passwords_must_be_long_uncommon_and_not_the_email() {
         ("1234567890", "too common"),
         ("qwertyuiop", "too common"),
         ("hal@example.com", "cannot be your email"),
+        ("            ", "only white space"),
+        ("aaaaaaaaaaaa", "one character repeated"),
+        ("000000000000", "one character repeated"),
+        ("password1234", "too common"),
+        ("Sunshine2024", "too common"),
     ] {
         let r = b.submit("/signup?locale=en", "/signup", &[("email", "hal@example.com"), ("password", password)]);
         assert_eq!(r.status, 400, "{password}");
         assert!(r.body.contains(message), "{password}: {}", r.body);
     }
+    for (password, message) in [
+        ("            ", "não pode ser só espaços"),
+        ("aaaaaaaaaaaa", "um só caractere repetido"),
+        ("password1234", "comum demais"),
+    ] {
+        let r = b.submit("/signup?locale=pt-BR", "/signup", &[("email", "hal@example.com"), ("password", password)]);
+        assert!(r.status == 400 && r.body.contains(message), "{password}: {}", r.body);
+    }
+    let r = b.submit(
+        "/signup?locale=en",
+        "/signup",
+        &[("email", "x<svg/onload=alert(1)>@evil.example"), ("password", PASSWORD)],
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("Give a valid email"), "{}", r.body);
+    assert!(s.accounts.person_by_email("x<svg/onload=alert(1)>@evil.example").unwrap().is_none());
     assert!(s.accounts.person_by_email("hal@example.com").unwrap().is_none());
     let r = b.submit("/signup", "/signup", &[("email", "Hal@Example.com"), ("password", PASSWORD)]);
     assert_eq!(r.status, 303, "open sign-up");
     let mut again = s.browser();
     let r = again.submit("/signup?locale=en", "/signup", &[("email", "hal@example.com"), ("password", PASSWORD)]);
     assert!(r.body.contains("exists already"));
+}
+
+#[test]
+fn open_sign_ups_are_throttled_by_address_and_by_network() {
+    let s = site_with(Signup::Open, true);
+    let sign_up = |from: &str, n: usize| {
+        let mut b = s.browser_from(Some(from));
+        let email = format!("user{n}@example.com");
+        b.submit("/signup?locale=es", "/signup", &[("email", &email), ("password", PASSWORD)])
+    };
+    let mut statuses = Vec::new();
+    for n in 0..20 {
+        let r = sign_up("127.0.0.1", n);
+        if r.status == 429 {
+            assert!(r.header("retry-after").is_some_and(|s| s.parse::<u64>().unwrap() > 3500), "{r:?}");
+            assert!(r.body.contains("Demasiados intentos"), "in the visitor's language: {}", r.body);
+        }
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses, [[303; 5].as_slice(), &[429; 15]].concat(), "5 an hour from an address");
+    assert!(s.accounts.person_by_email("user5@example.com").unwrap().is_none(), "a 429 made nothing");
+    let mut n = 100;
+    for from in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+        for _ in 0..5 {
+            n += 1;
+            assert_eq!(sign_up(from, n).status, 303, "{from}");
+        }
+    }
+    assert_eq!(sign_up("127.0.0.5", 200).status, 429, "20 an hour from a /24");
+    assert_eq!(sign_up("127.0.1.5", 201).status, 303, "another /24");
+    let mut b = s.browser_from(Some("127.0.2.1"));
+    let taken = b.submit("/signup?locale=en", "/signup", &[("email", "user0@example.com"), ("password", PASSWORD)]);
+    assert!(taken.status == 400 && taken.body.contains("exists already"), "without mail, a taken email is said");
+}
+
+/// A page's body with its CSRF tokens taken out.
+fn without_tokens(body: &str) -> String {
+    body.split("name=\"csrf_token\" value=\"").map(|part| part.split_once('"').map_or(part, |(_, rest)| rest)).collect()
+}
+
+#[test]
+fn with_mail_a_taken_email_is_answered_as_a_new_one_and_its_owner_told() {
+    let (smtp, mails) = smtp_server();
+    let s = site_mailing(Signup::Open, true, Some(&smtp));
+    s.person("ola@example.com", "Ola");
+    let sign_up = |email: &str| {
+        let mut b = s.browser();
+        let csrf = b.get("/signup?locale=en").csrf();
+        let started = Instant::now();
+        let r = b.post("/signup", &[("csrf_token", &csrf), ("email", email), ("password", PASSWORD)]);
+        (r, started.elapsed())
+    };
+    let (new, new_time) = sign_up("new@example.com");
+    let (taken, taken_time) = sign_up("OLA@example.com");
+    assert_eq!((new.status, without_tokens(&new.body)), (taken.status, without_tokens(&taken.body)));
+    assert_eq!(taken.status, 200);
+    let (fast, slow) = (new_time.min(taken_time), new_time.max(taken_time));
+    assert!(slow < fast * 4 + Duration::from_millis(30), "a similar time: {new_time:?} vs {taken_time:?}");
+    let mut sent: Vec<String> = (0..2).map(|_| mails.recv_timeout(Duration::from_secs(10)).expect("a mail")).collect();
+    sent.sort_by_key(|m| !m.contains("To: ola@example.com"));
+    assert!(sent[0].contains("Subject: A sign-up with your email"), "{}", sent[0]);
+    assert_eq!(link_in(&sent[0], &s.addr, "/password/forgot"), "/password/forgot");
+    assert!(sent[1].contains("To: new@example.com") && sent[1].contains("Subject: Confirm your email"));
+    let owner = s.accounts.verify_login("ola@example.com", PASSWORD).unwrap();
+    assert!(owner.is_some(), "the owner's account is as it was");
 }
 
 #[test]

@@ -192,6 +192,13 @@ fn operator_commands_for_people_and_the_pages_beside_the_api() {
         .output()
         .unwrap();
     assert!(!unknown_plan.status.success() && String::from_utf8_lossy(&unknown_plan.stderr).contains("gold"));
+    let not_an_address = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
+        .args(s.accounts.args())
+        .args(["accounts", "invite", "x<svg/onload=alert(1)>@evil.example"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&not_an_address.stderr);
+    assert!(!not_an_address.status.success() && said.contains("not an email address"), "{said}");
 
     let set_login = |password: &str| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cnpj-api"))
