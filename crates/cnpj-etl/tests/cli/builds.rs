@@ -439,7 +439,10 @@ fn check_published_partners(client: &mut postgres::Client, db: &Path) {
         assert_eq!(published, built, "{table}");
     }
     let indexes: Vec<String> = client
-        .query("SELECT indexdef FROM pg_indexes WHERE schemaname = 'cnpj' AND tablename LIKE 'partner%' ORDER BY 1", &[])
+        .query(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'cnpj' AND tablename LIKE 'partner%' ORDER BY 1",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| r.get(0))

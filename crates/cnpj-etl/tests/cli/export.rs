@@ -303,10 +303,7 @@ fn filters_and_partitions_select_establishments_and_their_companies() {
         ("companies", format!("SELECT * FROM empresas WHERE cnpj_basico IN ({selected})")),
         ("partners", format!("SELECT * FROM socios WHERE cnpj_basico IN ({selected})")),
         ("partner_links", format!("SELECT * FROM socios WHERE cnpj_basico IN ({selected})")),
-        (
-            "partner_identities",
-            format!("SELECT DISTINCT partner_id FROM socios WHERE cnpj_basico IN ({selected})"),
-        ),
+        ("partner_identities", format!("SELECT DISTINCT partner_id FROM socios WHERE cnpj_basico IN ({selected})")),
         ("simples", format!("SELECT * FROM simples WHERE cnpj_basico IN ({selected})")),
         ("tax_regimes", format!("SELECT * FROM regimes_tributarios WHERE cnpj_basico IN ({selected})")),
         ("changes", format!("SELECT * FROM history.changes WHERE cnpj_basico IN ({selected})")),

@@ -31,16 +31,23 @@ fn check_partner_tables(db: &Path) {
                       USING (partner_id) WHERE i.companies IS DISTINCT FROM l.n OR i.first_entry IS DISTINCT FROM l.first";
     assert_eq!(number(db, mismatched), 0);
     // An id is `p` and 16 base32 characters; a legal entity's company is its document's base.
-    assert_eq!(number(db, "SELECT count(*) FROM partner_identities WHERE NOT regexp_full_match(partner_id, 'p[a-z2-7]{16}')"), 0);
+    assert_eq!(
+        number(db, "SELECT count(*) FROM partner_identities WHERE NOT regexp_full_match(partner_id, 'p[a-z2-7]{16}')"),
+        0
+    );
     let wrong_base = "SELECT count(*) FROM socios WHERE partner_basico <> '' AND (tipo <> '1' \
                       OR substr(documento, 4, 3) || substr(documento, 8, 3) <> substr(partner_basico, 3, 6))";
     assert_eq!(number(db, wrong_base), 0);
     // Privacy (§4): no column of either table holds an 11-digit run (a CPF, or a whole CNPJ).
     for (table, columns) in [
-        ("partner_identities", "partner_id, tipo, nome, nome_busca, documento, pais, partner_basico, CAST(companies AS VARCHAR)"),
+        (
+            "partner_identities",
+            "partner_id, tipo, nome, nome_busca, documento, pais, partner_basico, CAST(companies AS VARCHAR)",
+        ),
         ("partner_links", "partner_id, cnpj_basico, qualificacao"),
     ] {
-        let sql = format!("SELECT count(*) FROM {table} WHERE regexp_matches(concat_ws('|', {columns}), '[0-9]{{11}}')");
+        let sql =
+            format!("SELECT count(*) FROM {table} WHERE regexp_matches(concat_ws('|', {columns}), '[0-9]{{11}}')");
         assert_eq!(number(db, &sql), 0, "{table}");
     }
 }
