@@ -6,6 +6,39 @@ CREATE TABLE labels AS SELECT * FROM stg_labels ORDER BY tabela, codigo, locale;
 CREATE TABLE municipios AS SELECT * FROM stg_municipios ORDER BY code;
 CREATE TABLE rejects AS SELECT * FROM stg_rejects ORDER BY source_file, line;
 
+-- Partners (contract §14): each `socios` row carries its partner's `partner_id` (and, for a legal
+-- entity, the company it is, `partner_basico`), computed by the normalizer from the raw document
+-- (crates/cnpj-normalize/src/partner.rs). Two tables make partners first-class:
+-- - `partner_links`: one row per `socios` row (the reconciliation checks it), ordered by partner
+--   and company so that a partner's rows sit together (the zone maps prune the rest).
+-- - `partner_identities`: one row per partner. Of the identity's rows, `nome` is the smallest by
+--   byte order and `documento` and `pais` the smallest that is not empty (deterministic: the same
+--   rows, the same values); `nome_busca` is that name folded as search folds text.
+-- The fold of §5 (cnpj_model::fold: NFKD, marks removed, lower case) on the only characters a
+-- name can hold (Latin-1, as the dump is decoded, with no white space but the space), each folded
+-- alone, as NFKD folds them; a test in crates/cnpj-load/src/loader.rs checks every one of them
+-- against the Rust function.
+CREATE TEMP MACRO latin1_fold(s) AS replace(replace(replace(translate(s,
+    'ABCDEFGHIJKLMNOPQRSTUVWXYZ¨ª¯²³´µ¸¹ºÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÐÑÒÓÔÕÖØÙÚÛÜÝÞàáâãäåçèéêëìíîïñòóôõöùúûüýÿ',
+    'abcdefghijklmnopqrstuvwxyz a 23 μ 1oaaaaaaæceeeeiiiiðnoooooøuuuuyþaaaaaaceeeeiiiinooooouuuuyy'),
+    '¼', '1⁄4'), '½', '1⁄2'), '¾', '3⁄4');
+CREATE TABLE partner_links AS
+SELECT partner_id, cnpj_basico, qualificacao, data_entrada
+FROM socios
+ORDER BY partner_id, cnpj_basico, qualificacao, data_entrada;
+CREATE TABLE partner_identities AS
+SELECT partner_id, tipo, nome, latin1_fold(nome) AS nome_busca, documento, pais, partner_basico, companies, first_entry
+FROM (
+    SELECT partner_id, min(tipo) AS tipo, min(nome) AS nome,
+           coalesce(min(documento) FILTER (WHERE documento <> ''), '') AS documento,
+           coalesce(min(pais) FILTER (WHERE pais <> ''), '') AS pais,
+           max(partner_basico) AS partner_basico,
+           count(DISTINCT cnpj_basico) AS companies, min(data_entrada) AS first_entry
+    FROM socios
+    GROUP BY partner_id
+)
+ORDER BY nome_busca, partner_id;
+
 DROP TABLE stg_labels;
 DROP TABLE stg_municipios;
 DROP TABLE stg_rejects;

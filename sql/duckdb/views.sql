@@ -4,10 +4,10 @@
 --
 -- Table macros take the locale ('pt-br', 'en' or 'es'); a view per locale calls them, so that
 -- `FROM establishments_en` needs no argument and no filter. Two layers:
--- - `companies_in`, `establishment_labels_in`, `partner_labels_in`: one served table each, with
---   the labels of its codes (and the municipality of an establishment). They join only small
---   tables (`labels`, `municipios`), so a scan of them streams in bounded memory: `cnpj-etl
---   export` writes its companies, establishments and partners from them.
+-- - `companies_in`, `establishment_labels_in`, `partner_labels_in`, `partner_identities_in`,
+--   `partner_links_in`: one served table each, with the labels of its codes (and the municipality
+--   of an establishment). They join only small tables (`labels`, `municipios`), so a scan of them
+--   streams in bounded memory: `cnpj-etl export` writes its tables from them.
 -- - `establishments_in`, `partners_in` (and the views): those with their company's columns
 --   (a join on `cnpj_basico` with the companies, a hash table of every company when the whole
 --   table is read).
@@ -105,6 +105,28 @@ SELECT
 FROM partner_labels_in(lang) s
 LEFT JOIN companies_in(lang) c ON c.cnpj_basico = s.cnpj_basico;
 
+-- Partners as identities (contract §14; `partner_identities`, `partner_links`: see transform.sql),
+-- one table each with the labels of its codes, like the layer above: a partner with its type's and
+-- country's labels; a link of a partner to a company with its qualificação's label.
+CREATE MACRO partner_identities_in(lang) AS TABLE
+SELECT
+    i.partner_id,
+    i.tipo, ts.descricao AS tipo_descricao,
+    i.nome, i.nome_busca, i.documento,
+    i.pais, pa.descricao AS pais_descricao,
+    i.partner_basico, i.companies, i.first_entry
+FROM partner_identities i
+LEFT JOIN labels ts ON ts.tabela = 'tipo_socio' AND ts.locale = lang AND ts.codigo = i.tipo
+LEFT JOIN labels pa ON pa.tabela = 'paises' AND pa.locale = lang AND pa.codigo = i.pais;
+
+CREATE MACRO partner_links_in(lang) AS TABLE
+SELECT
+    l.partner_id, l.cnpj_basico,
+    l.qualificacao, q.descricao AS qualificacao_descricao,
+    l.data_entrada
+FROM partner_links l
+LEFT JOIN labels q ON q.tabela = 'qualificacoes' AND q.locale = lang AND q.codigo = l.qualificacao;
+
 CREATE VIEW companies_pt_br AS SELECT * FROM companies_in('pt-br');
 CREATE VIEW companies_en AS SELECT * FROM companies_in('en');
 CREATE VIEW companies_es AS SELECT * FROM companies_in('es');
@@ -114,3 +136,9 @@ CREATE VIEW establishments_es AS SELECT * FROM establishments_in('es');
 CREATE VIEW partners_pt_br AS SELECT * FROM partners_in('pt-br');
 CREATE VIEW partners_en AS SELECT * FROM partners_in('en');
 CREATE VIEW partners_es AS SELECT * FROM partners_in('es');
+CREATE VIEW partner_identities_pt_br AS SELECT * FROM partner_identities_in('pt-br');
+CREATE VIEW partner_identities_en AS SELECT * FROM partner_identities_in('en');
+CREATE VIEW partner_identities_es AS SELECT * FROM partner_identities_in('es');
+CREATE VIEW partner_links_pt_br AS SELECT * FROM partner_links_in('pt-br');
+CREATE VIEW partner_links_en AS SELECT * FROM partner_links_in('en');
+CREATE VIEW partner_links_es AS SELECT * FROM partner_links_in('es');

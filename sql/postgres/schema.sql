@@ -67,8 +67,30 @@ CREATE UNLOGGED TABLE socios (
     nome_representante text COLLATE "C" NOT NULL,
     qualificacao_representante text COLLATE "C" NOT NULL,
     faixa_etaria text COLLATE "C" NOT NULL,
+    partner_id text COLLATE "C" NOT NULL,
+    partner_basico text COLLATE "C" NOT NULL,
     source_file integer NOT NULL,
     seq bigint NOT NULL
+) WITH (autovacuum_enabled = false);
+
+-- Partners (contract §14): one row per socios row, and one per partner (see sql/duckdb/transform.sql).
+CREATE UNLOGGED TABLE partner_links (
+    partner_id text COLLATE "C" NOT NULL,
+    cnpj_basico text COLLATE "C" NOT NULL,
+    qualificacao text COLLATE "C" NOT NULL,
+    data_entrada date
+) WITH (autovacuum_enabled = false);
+
+CREATE UNLOGGED TABLE partner_identities (
+    partner_id text COLLATE "C" NOT NULL,
+    tipo text COLLATE "C" NOT NULL,
+    nome text COLLATE "C" NOT NULL,
+    nome_busca text COLLATE "C" NOT NULL,
+    documento text COLLATE "C" NOT NULL,
+    pais text COLLATE "C" NOT NULL,
+    partner_basico text COLLATE "C" NOT NULL,
+    companies bigint NOT NULL,
+    first_entry date
 ) WITH (autovacuum_enabled = false);
 
 CREATE UNLOGGED TABLE simples (

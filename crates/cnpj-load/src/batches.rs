@@ -525,7 +525,7 @@ table!(
     [
         cnpj_basico: String, tipo: String, nome: String, documento: String, qualificacao: String,
         data_entrada: Option<i32>, pais: String, representante_legal: String, nome_representante: String,
-        qualificacao_representante: String, faixa_etaria: String,
+        qualificacao_representante: String, faixa_etaria: String, partner_id: String, partner_basico: String,
     ],
     served
 );

@@ -42,6 +42,8 @@ pub enum LoadError {
         "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
     )]
     Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
+    #[error("counts do not reconcile for partner_links: {socios} socios rows, but {links} links")]
+    PartnerLinks { socios: u64, links: u64 },
     #[error("a merge stopped because its table's appender failed")]
     Stopped,
     /// The normalizer lets no such base through; the history's company sets cannot hold it.

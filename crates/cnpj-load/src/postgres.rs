@@ -18,10 +18,12 @@ const SCHEMA: &str = include_str!("../../../sql/postgres/schema.sql");
 const INDEXES: &str = include_str!("../../../sql/postgres/indexes.sql");
 
 /// The tables copied, biggest first so that the parallel streams finish together.
-const TABLES: [&str; 12] = [
+const TABLES: [&str; 14] = [
     "estabelecimentos",
     "empresas",
     "socios",
+    "partner_links",
+    "partner_identities",
     "changes",
     "simples",
     "regimes_tributarios",

@@ -70,6 +70,12 @@ pub struct SocioRow {
     pub nome_representante: String,
     pub qualificacao_representante: String,
     pub faixa_etaria: String,
+    /// The partner's identity as an opaque id (contract §14; `cnpj_normalize::partner_id`): the
+    /// same partner, the same id, in every build and month.
+    pub partner_id: String,
+    /// A legal-entity partner (`tipo` 1): the company it is, the first 8 characters of its
+    /// document when that is a well-formed CNPJ (taken before the document is masked); else `""`.
+    pub partner_basico: String,
 }
 
 /// Simples: the Simples Nacional / MEI options of one company.

@@ -9,6 +9,7 @@ use crate::fields::{
     CapitalIssue, capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code,
     telefone,
 };
+use crate::partner::{partner_basico, partner_id};
 use crate::text::{clean, mask_cpf_runs};
 
 /// Why a record is not loaded. The record itself is kept verbatim in the rejects.
@@ -264,6 +265,18 @@ impl Normalizer {
         Self::code(rec, 4, 2, &mut out.qualificacao);
         out.data_entrada = self.date(rec, 5);
         Self::code(rec, 6, 3, &mut out.pais);
+        // The identity needs the raw document: a company partner's base is gone once it is masked.
+        out.partner_basico.clear();
+        if out.tipo == "1" {
+            out.partner_basico.push_str(partner_basico(&document));
+        }
+        let key = match out.tipo.as_str() {
+            "1" => &out.partner_basico,
+            "2" => &document,
+            "3" => &out.pais,
+            _ => &out.documento,
+        };
+        out.partner_id = partner_id(&out.tipo, &fold(&out.nome), key);
         let representante = self.text(rec, 7);
         out.representante_legal =
             if representante == "***000000**" { String::new() } else { mask_person_document(representante) };
@@ -523,6 +536,37 @@ mod tests {
         assert_eq!((pj.documento.as_str(), pj.representante_legal.as_str()), ("**.555.666/0001-**", "***.123.456-**"));
         let foreign = row(&["11222333", "3", "LLC", "", "37", "20020320", "493", "***972348**", "REP", "17", "0"]);
         assert_eq!((foreign.documento.as_str(), foreign.pais.as_str()), ("", "493"));
+    }
+
+    #[test]
+    fn socio_identities_are_taken_before_masking() {
+        let row = |tipo: &str, nome: &str, doc: &str, pais: &str| {
+            let mut raw = fields(&["11222333", tipo, "", doc, "49", "", pais, "***000000**", "", "00", "0"]);
+            raw[2] = nome.chars().map(|c| u8::try_from(c).expect("Latin-1")).collect();
+            with(&raw, |n, rec| {
+                let mut row = SocioRow::default();
+                n.socio(rec, &mut row).map(|()| row)
+            })
+            .unwrap()
+        };
+        let check = |row: SocioRow, basico: &str, identity: (&str, &str, &str)| {
+            assert_eq!(row.partner_basico, basico, "{row:?}");
+            assert_eq!(row.partner_id, partner_id(identity.0, identity.1, identity.2), "{row:?}");
+        };
+        // A company partner is its company, whatever its name; the served document is masked.
+        let pj = row("1", "HOLDING  EXEMPLO SA", "44555666000181", "");
+        assert_eq!(pj.documento, "**.555.666/0001-**");
+        check(pj, "44555666", ("1", "", "44555666"));
+        check(row("1", "Outra Razão", "44555666000262", ""), "44555666", ("1", "", "44555666"));
+        check(row("1", "ALFA", "12abc34501de35", ""), "12ABC345", ("1", "", "12ABC345"));
+        check(row("1", "Holding Exemplo", "44555666000182", ""), "", ("1", "holding exemplo", ""));
+        // A person is the folded name and the six digits shown: accents and case do not count.
+        let pf = row("2", "JOSÉ  DA SILVA", "***456789**", "");
+        check(pf.clone(), "", ("2", "jose da silva", "***456789**"));
+        assert_eq!(pf.partner_id, row("2", "Jose da Silva", "***456789**", "").partner_id);
+        assert_ne!(pf.partner_id, row("2", "JOSE DA SILVA", "***456780**", "").partner_id);
+        check(row("3", "LLC", "", "493"), "", ("3", "llc", "493"));
+        check(row("", "X", "", ""), "", ("0", "x", ""));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `cnpj-etl export`: writes a built DuckDB dataset out for other engines, as Parquet or CSV, one
 //! folder per table, with a `_manifest.json`. DuckDB's own writers do the work (`COPY (SELECT …)
 //! TO 'folder'`), streaming under a memory limit and spilling to a temporary folder; the
-//! companies, establishments and partners come from the table macros of the analysts' views
+//! companies, establishments, partners and partner identities and links come from the table
+//! macros of the analysts' views
 //! (`sql/duckdb/views.sql`) that label one table each in the chosen locale (no join with the
 //! companies: each folder is one table, joined by `cnpj_basico`), the other tables as stored.
 //! Rows are written in no particular order (`preserve_insertion_order` off: DuckDB need not hold
@@ -119,7 +120,8 @@ struct Table {
     /// The folder's name.
     name: &'static str,
     select: String,
-    /// The key that filters select by: `cnpj` for establishments, `cnpj_basico` for the rest.
+    /// The key that filters select by: `cnpj` for establishments, `partner_id` for the partners
+    /// (those linked to a selected company), `cnpj_basico` for the rest.
     key: &'static str,
     /// Whether it has a `uf` to partition by.
     has_uf: bool,
@@ -133,6 +135,8 @@ fn tables(locale: Locale) -> Vec<Table> {
         table("companies", format!("SELECT * FROM companies_in({lang})"), "cnpj_basico", false),
         table("establishments", format!("SELECT * FROM establishment_labels_in({lang})"), "cnpj", true),
         table("partners", format!("SELECT * FROM partner_labels_in({lang})"), "cnpj_basico", false),
+        table("partner_identities", format!("SELECT * FROM partner_identities_in({lang})"), "partner_id", false),
+        table("partner_links", format!("SELECT * FROM partner_links_in({lang})"), "cnpj_basico", false),
         table(
             "simples",
             "SELECT cnpj_basico, opcao_simples, data_opcao_simples, data_exclusao_simples, opcao_mei, \
@@ -253,12 +257,13 @@ fn open(opts: &ExportOptions, spill: &Path) -> Result<duckdb::Connection, Export
     let views: i64 = conn
         .query_row(
             "SELECT count(DISTINCT function_name) FROM duckdb_functions() WHERE database_name = 'dataset' \
-             AND function_name IN ('companies_in', 'establishment_labels_in', 'partner_labels_in')",
+             AND function_name IN ('companies_in', 'establishment_labels_in', 'partner_labels_in', \
+             'partner_identities_in', 'partner_links_in')",
             [],
             |r| r.get(0),
         )
         .map_err(db("reading the catalog"))?;
-    if views != 3 {
+    if views != 5 {
         return Err(ExportError::NoViews(opts.db.clone()));
     }
     Ok(conn)
@@ -312,7 +317,13 @@ fn write_table(
 ) -> Result<ExportedTable, ExportError> {
     let Table { name, mut select, key, has_uf } = table;
     if filtered {
-        let set = if key == "cnpj" { "temp.selected" } else { "temp.selected_companies" };
+        let set = match key {
+            "cnpj" => "temp.selected",
+            "partner_id" => {
+                "(SELECT partner_id FROM partner_links WHERE cnpj_basico IN (SELECT cnpj_basico FROM temp.selected_companies))"
+            }
+            _ => "temp.selected_companies",
+        };
         select = format!("SELECT * FROM ({select}) WHERE {key} IN (SELECT {key} FROM {set})");
     }
     let columns = describe(conn, &select)?;

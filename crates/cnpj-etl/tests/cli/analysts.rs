@@ -1,4 +1,4 @@
-//! The analysts' views (`sql/duckdb/views.sql`): the five example queries of `docs/sql.md` ("SQL for
+//! The analysts' views (`sql/duckdb/views.sql`): the eight example queries of `docs/sql.md` ("SQL for
 //! analysts"), read from that page itself (so that the two cannot drift), run on the sample dump's
 //! dataset, each answer checked against the same question asked of the tables.
 
@@ -7,7 +7,7 @@ use std::path::Path;
 
 use duckdb::types::Value;
 
-use super::{build, query, root, sample_dump};
+use super::{build, etl, query, root, sample_dump, text};
 
 /// The ```sql blocks of `docs/sql.md`'s "SQL for analysts" section, in order.
 fn sql_page_queries() -> Vec<String> {
@@ -66,9 +66,9 @@ fn sql_page_queries_answer_as_the_tables_do() {
     let built = build(&sample_dump());
     let db = &built.db;
     let queries = sql_page_queries();
-    assert_eq!(queries.len(), 5, "docs/sql.md's SQL for analysts section has five example queries");
+    assert_eq!(queries.len(), 8, "docs/sql.md's SQL for analysts section has eight example queries");
     let answers: Vec<Vec<Vec<String>>> = queries.iter().map(|q| run(db, q)).collect();
-    for (q, rows) in queries.iter().zip(&answers) {
+    for (q, rows) in queries.iter().zip(&answers).take(6) {
         assert!(rows.len() >= 2, "a docs/sql.md query answers too little to show anything: {rows:?}\n{q}");
     }
 
@@ -126,6 +126,61 @@ fn sql_page_queries_answer_as_the_tables_do() {
     assert_eq!(capital, cents(&companies[0][1]));
     let cities = query(db, "SELECT name FROM municipios");
     assert!(answers[4].iter().all(|r| cities.iter().any(|c| c[0] == r[0])), "city names: {:?}", answers[4]);
+
+    check_partner_queries(db, &queries, &answers);
+}
+
+/// The partners' queries of docs/sql.md (6 to 8), against the same questions asked of `socios`.
+fn check_partner_queries(db: &Path, queries: &[String], answers: &[Vec<Vec<String>>]) {
+    // 6. A person's companies: every company where a partner of that name and those digits is.
+    let companies = query(
+        db,
+        "SELECT DISTINCT cnpj_basico FROM socios WHERE nome = 'FULANO DE TAL' AND documento = '***.456.789-**'",
+    );
+    assert_eq!(set(&answers[5], 1), set(&companies, 1));
+    assert_eq!(answers[5].len(), companies.len(), "one link per company here: {:?}", answers[5]);
+    // 7. Two partners' shared companies.
+    let shared = query(
+        db,
+        "SELECT cnpj_basico FROM socios WHERE nome = 'FULANO DE TAL' AND documento = '***.456.789-**' \
+         INTERSECT SELECT cnpj_basico FROM socios WHERE nome = 'HOLDING EXEMPLO SA'",
+    );
+    assert!(!shared.is_empty());
+    assert_eq!(set(&answers[6], 1), set(&shared, 1));
+    // 8. The partners of the company's partner companies, on the sample dump (where the holding's
+    // company has none) and on a synthetic month, whose company partners are companies of the month.
+    // The same question of `socios`: each partner row of each company a partner row names.
+    let chain = |db: &Path, basico: &str| {
+        let rows = query(
+            db,
+            &format!(
+                "SELECT s1.partner_basico, i.nome FROM socios s1 \
+                 JOIN socios s2 ON s2.cnpj_basico = s1.partner_basico \
+                 JOIN partner_identities i ON i.partner_id = s2.partner_id \
+                 WHERE s1.cnpj_basico = '{basico}' AND s1.tipo = '1' AND s1.partner_basico <> ''"
+            ),
+        );
+        rows.into_iter().map(|r| (r[0].clone(), r[1].clone())).collect::<Vec<_>>()
+    };
+    let pairs = |rows: &[Vec<String>]| rows.iter().map(|r| (r[0].clone(), r[2].clone())).collect::<Vec<_>>();
+    assert_eq!(pairs(&answers[7]), chain(db, "11222333"));
+    let dir = tempfile::tempdir().unwrap();
+    let synth = dir.path().join("synth");
+    let made = etl(&["synth", "--quiet", "--scale", "0.0001", "--out", synth.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", text(&made));
+    let month = build(&synth);
+    let found = query(
+        &month.db,
+        "SELECT s1.cnpj_basico FROM socios s1 JOIN socios s2 ON s2.cnpj_basico = s1.partner_basico \
+         WHERE s1.tipo = '1' GROUP BY ALL ORDER BY count(*) DESC, 1 LIMIT 1",
+    );
+    let company = &found[0][0];
+    let rows = run(&month.db, &queries[7].replace("'11222333'", &format!("'{company}'")));
+    let (mut got, mut want) = (pairs(&rows), chain(&month.db, company));
+    got.sort();
+    want.sort();
+    assert!(!want.is_empty(), "{company}");
+    assert_eq!(got, want, "{company}");
 }
 
 #[test]
@@ -136,6 +191,8 @@ fn every_view_keeps_every_row_in_every_locale() {
     for locale in ["pt_br", "en", "es"] {
         assert_eq!(count(&format!("establishments_{locale}")), count("estabelecimentos"), "{locale}");
         assert_eq!(count(&format!("partners_{locale}")), count("socios"), "{locale}");
+        assert_eq!(count(&format!("partner_links_{locale}")), count("socios"), "{locale}");
+        assert_eq!(count(&format!("partner_identities_{locale}")), count("partner_identities"), "{locale}");
     }
     // Each view labels in its locale: the labels table's text, different in every locale.
     let sql = |view: &str, locale: &str| {

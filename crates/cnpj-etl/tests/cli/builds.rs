@@ -416,6 +416,41 @@ fn a_synthetic_month_builds_with_exactly_the_planted_rejects_and_duplicates() {
 
 /// `build --postgres` publishes into a fresh schema and swaps it in; the replaced one is kept for
 /// `rollback`; a publication that fails leaves the served schema alone and nothing half-built.
+/// The partners' tables of the dataset `db` are published in the schema `cnpj` as built, and indexed
+/// by partner and company.
+fn check_published_partners(client: &mut postgres::Client, db: &Path) {
+    for (table, columns) in [
+        ("partner_links", "partner_id, cnpj_basico, qualificacao, CAST(data_entrada AS VARCHAR)"),
+        (
+            "partner_identities",
+            "partner_id, tipo, nome, nome_busca, documento, pais, partner_basico, CAST(companies AS VARCHAR), \
+             CAST(first_entry AS VARCHAR)",
+        ),
+    ] {
+        let sql = format!("SELECT {columns} FROM {table} ORDER BY 1, 2, 3, 4");
+        let published: Vec<Vec<String>> = client
+            .query(&sql.replace(&format!("FROM {table}"), &format!("FROM cnpj.{table}")), &[])
+            .unwrap()
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i).unwrap_or_default()).collect())
+            .collect();
+        let built = query(db, &sql);
+        assert!(!built.is_empty(), "{table}");
+        assert_eq!(published, built, "{table}");
+    }
+    let indexes: Vec<String> = client
+        .query(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'cnpj' AND tablename LIKE 'partner%' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(indexes.len(), 3, "{indexes:?}");
+    assert!(indexes.iter().any(|i| i.contains("UNIQUE") && i.contains("partner_identities")), "{indexes:?}");
+}
+
 #[test]
 fn postgres_build_swap_rollback_and_failed_publication() {
     let url = pg_database("build");
@@ -464,6 +499,7 @@ fn postgres_build_swap_rollback_and_failed_publication() {
     assert_eq!(schemas(&mut client), ["cnpj", "cnpj_previous"]);
     let second = served(&mut client);
     assert_eq!(second.0, "2026-10");
+    check_published_partners(&mut client, &db);
     // The trigram index serves a folded-name filter (seq scans off: the table is tiny here).
     client.batch_execute("SET enable_seqscan = off").unwrap();
     let plans: Vec<String> = client

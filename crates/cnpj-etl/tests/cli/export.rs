@@ -205,6 +205,8 @@ fn check_counts(db: &Path, read: &Value) {
         ("companies", "SELECT * FROM empresas"),
         ("establishments", "SELECT * FROM estabelecimentos"),
         ("partners", "SELECT * FROM socios"),
+        ("partner_identities", "SELECT * FROM partner_identities"),
+        ("partner_links", "SELECT * FROM socios"),
         ("simples", "SELECT * FROM simples"),
         ("tax_regimes", "SELECT * FROM regimes_tributarios"),
     ] {
@@ -230,6 +232,8 @@ fn parquet_reads_back_with_its_types_counts_and_records() {
     assert_eq!(types["cnaes_secundarios"], "list<element: string>");
     assert_eq!(types["cnaes_secundarios_descricao"], "list<element: string>");
     assert_eq!(read["tables"]["partners"]["schema"]["data_entrada"], "date32[day]");
+    assert_eq!(read["tables"]["partner_links"]["schema"]["data_entrada"], "date32[day]");
+    assert_eq!(read["tables"]["partner_identities"]["schema"]["companies"], "int64");
     assert_eq!(read["tables"]["simples"]["schema"]["data_opcao_simples"], "date32[day]");
     assert_eq!(read["tables"]["tax_regimes"]["schema"]["ano"], "int32");
     let files = table(&manifest, "establishments")["files"].as_array().unwrap();
@@ -298,6 +302,8 @@ fn filters_and_partitions_select_establishments_and_their_companies() {
         ("establishments", "SELECT * FROM estabelecimentos WHERE uf = 'SP' AND situacao_cadastral = '02'".to_owned()),
         ("companies", format!("SELECT * FROM empresas WHERE cnpj_basico IN ({selected})")),
         ("partners", format!("SELECT * FROM socios WHERE cnpj_basico IN ({selected})")),
+        ("partner_links", format!("SELECT * FROM socios WHERE cnpj_basico IN ({selected})")),
+        ("partner_identities", format!("SELECT DISTINCT partner_id FROM socios WHERE cnpj_basico IN ({selected})")),
         ("simples", format!("SELECT * FROM simples WHERE cnpj_basico IN ({selected})")),
         ("tax_regimes", format!("SELECT * FROM regimes_tributarios WHERE cnpj_basico IN ({selected})")),
         ("changes", format!("SELECT * FROM history.changes WHERE cnpj_basico IN ({selected})")),

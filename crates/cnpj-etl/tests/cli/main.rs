@@ -9,6 +9,8 @@
 //!   the lookup file and the search index against SQL.
 //! - `changes`: month over month: evolved synthetic months built with `--previous` against their
 //!   planted changes, the history, the guard, previous datasets that cannot be compared with.
+//! - `partners`: the partner identities and links (contract §14) of the sample dump and of a
+//!   synthetic month built twice.
 //! - `hardening`: hostile and incomplete input (issue 19), one test per case.
 //! - `fuzz`: the mutation fuzzer over the sample dump (`CNPJ_FUZZ_CASES`, `CNPJ_FUZZ_SEED`;
 //!   `scripts/fuzz-build` runs it at a large count).
@@ -36,6 +38,7 @@ mod export;
 mod fuzz;
 mod hardening;
 mod package;
+mod partners;
 mod report_page;
 mod run_metrics;
 mod runs;
