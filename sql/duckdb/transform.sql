@@ -8,12 +8,14 @@ CREATE TABLE rejects AS SELECT * FROM stg_rejects ORDER BY source_file, line;
 
 -- Partners (contract §14): each `socios` row carries its partner's `partner_id` (and, for a legal
 -- entity, the company it is, `partner_basico`), computed by the normalizer from the raw document
--- (crates/cnpj-normalize/src/partner.rs). Two tables make partners first-class:
+-- (crates/cnpj-model/src/partner.rs). Two tables make partners first-class:
 -- - `partner_links`: one row per `socios` row (the reconciliation checks it), ordered by partner
 --   and company so that a partner's rows sit together (the zone maps prune the rest).
 -- - `partner_identities`: one row per partner. Of the identity's rows, `nome` is the smallest by
 --   byte order and `documento` and `pais` the smallest that is not empty (deterministic: the same
---   rows, the same values); `nome_busca` is that name folded as search folds text.
+--   rows, the same values); `nome_busca` is that name folded as search folds text. Ordered by
+--   `partner_id`, so that the zone maps find a partner by its id (cnpj-store reads it so; a
+--   search by name scans the table whatever its order).
 -- The fold of §5 (cnpj_model::fold: NFKD, marks removed, lower case) on the only characters a
 -- name can hold (Latin-1, as the dump is decoded, with no white space but the space), each folded
 -- alone, as NFKD folds them; a test in crates/cnpj-load/src/loader.rs checks every one of them
@@ -37,7 +39,7 @@ FROM (
     FROM socios
     GROUP BY partner_id
 )
-ORDER BY nome_busca, partner_id;
+ORDER BY partner_id;
 
 DROP TABLE stg_labels;
 DROP TABLE stg_municipios;

@@ -1,5 +1,6 @@
 //! The companies over HTTP (Bearer, rate-limited): `GET /api/v1/companies/search`,
-//! `GET /api/v1/companies/{cnpj}` (and its `/history`, answered by `crate::changes`),
+//! `GET /api/v1/companies/{cnpj}` (and its `/history`, answered by `crate::changes`, and its
+//! `/network`, by `crate::partners`),
 //! `POST /api/v1/companies/batch`, `GET /api/v1/reference-data` and `GET /api/v1/cities`; and a
 //! company's page for people. What each endpoint answers (the whole JSON body) is one function,
 //! for its route, its MCP tool (`crate::mcp`) and the pages (`crate::site`) alike: one path for
@@ -55,8 +56,12 @@ async fn detail_route(
 ) -> Result<Json<Value>, ApiError> {
     // A path that does not decode to UTF-8 (`%FF`) is no CNPJ either.
     let Path(cnpj) = cnpj.map_err(|_| ApiError::invalid("cnpj", "Invalid CNPJ: not UTF-8 text."))?;
-    match cnpj.strip_suffix("/history") {
-        Some(cnpj) => changes::history(&state, &caller, store, cnpj, &params).await.map(Json),
+    if let Some(cnpj) = cnpj.strip_suffix("/history") {
+        return changes::history(&state, &caller, store, cnpj, &params).await.map(Json);
+    }
+    match cnpj.strip_suffix("/network") {
+        Some(_) if !state.partners => Err(ApiError::NotFound),
+        Some(cnpj) => crate::partners::network(&state, &caller, store, cnpj, &params).await.map(Json),
         None => detail(&state, &caller, store, &cnpj, &params).await.map(Json),
     }
 }
@@ -134,7 +139,9 @@ pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: 
 /// A company's page for people (`cnpj-pages`), for the CNPJ as sent: its batch record (the
 /// detail record with its tax regime; `null` when it is not in this month), a page of its
 /// company's establishments (`page`, `per_page` as in search) and its history, newest first.
-/// Read like detail and priced like detail: 1 when either the record or a history answers.
+/// Read like detail and priced like detail: 1 when either the record or a history answers. With
+/// partners served (`serve --partners`), also `partners`: the company's partners with their ids,
+/// in the record's order, for the page to link each to its own.
 pub async fn company_page(
     state: &Shared,
     caller: &Caller,
@@ -143,6 +150,7 @@ pub async fn company_page(
     params: &Params,
 ) -> Result<Value, ApiError> {
     let (page, per_page) = params::pagination(params)?;
+    let with_partners = state.partners;
     of_company(state, caller, cnpj, params, "detail", move |query, locale| {
         let record = store.batch(query, locale)?;
         let Some(history) = store.history(query, locale)? else { return Ok(None) };
@@ -151,7 +159,14 @@ pub async fn company_page(
         let (total, establishments) = store.search(&company, page, per_page, locale)?;
         let mut listed = pagination(total, page, per_page, establishments.len());
         listed.insert("data".into(), establishments.iter().map(|r| r.search_item()).collect());
-        Ok(Some(json!({"record": record, "establishments": listed, "history": history})))
+        let mut page = json!({"record": record, "establishments": listed, "history": history});
+        if with_partners {
+            let partners = store.company_partners(query)?.into_iter();
+            page["partners"] = partners
+                .map(|(id, nome, documento)| json!({"partner_id": id, "nome": nome, "documento": documento}))
+                .collect();
+        }
+        Ok(Some(page))
     })
     .await
 }

@@ -13,6 +13,8 @@ pub enum ApiError {
     Unauthenticated,
     InsufficientCredits,
     CompanyNotFound,
+    /// No partner of that id this month.
+    PartnerNotFound,
     /// No such watchlist of the caller's (another user's is not theirs to know of).
     WatchlistNotFound,
     /// No such delivery of that list.
@@ -45,6 +47,7 @@ impl ApiError {
             ApiError::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthenticated."),
             ApiError::InsufficientCredits => (StatusCode::PAYMENT_REQUIRED, "Insufficient credits."),
             ApiError::CompanyNotFound => (StatusCode::NOT_FOUND, "Company not found."),
+            ApiError::PartnerNotFound => (StatusCode::NOT_FOUND, "Partner not found."),
             ApiError::WatchlistNotFound => (StatusCode::NOT_FOUND, "Watchlist not found."),
             ApiError::DeliveryNotFound => (StatusCode::NOT_FOUND, "Delivery not found."),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "Not found."),

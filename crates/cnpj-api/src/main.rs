@@ -15,6 +15,7 @@ mod limits;
 mod mcp;
 mod observe;
 mod params;
+mod partners;
 mod serve;
 mod server;
 mod site;
@@ -183,6 +184,18 @@ struct ServeArgs {
     /// POST's 10 s, and resolving the webhook's host, which that limit does not cover).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(15..))]
     webhook_lease: u64,
+    /// Partners first-class: their search, their pages and the companies' networks (contract
+    /// §14). `off` removes them (404) for an operator whose policy forbids profiling people by
+    /// their shares; the partners inside a company's record stay, as the spec has them.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    partners: Switch,
+}
+
+/// A feature on or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
 }
 
 #[derive(Debug, Subcommand)]
@@ -353,7 +366,11 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
     }
     let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
     let limiter = limits::RateLimiter::new(Duration::from_secs(args.rate_window));
-    let state = Arc::new(server::AppState::new(store, accounts, limiter, prices).with_watchlists(watching));
+    let state = Arc::new(
+        server::AppState::new(store, accounts, limiter, prices)
+            .with_watchlists(watching)
+            .with_partners(args.partners == Switch::On),
+    );
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
         idle_timeout: Duration::from_secs(args.idle_timeout),
@@ -390,6 +407,7 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
             .merge(account::routes(&state))
             .merge(watchlists::routes(&state))
             .merge(deliveries::routes(&state));
+        let routes = if state.partners { routes.merge(partners::routes(&state)) } else { routes };
         let router = server::router(Arc::clone(&state), body_timeout, tools, routes, pages);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));
         match metrics {

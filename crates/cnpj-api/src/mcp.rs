@@ -34,6 +34,7 @@ use crate::changes;
 use crate::companies;
 use crate::error::ApiError;
 use crate::params::Params;
+use crate::partners;
 use crate::server::{AppState, Caller, MAX_BODY, Served};
 
 /// The `/mcp` service. No session (each POST stands alone) and JSON answers, not event streams:
@@ -99,10 +100,13 @@ enum Endpoint {
     WatchlistEvents,
     ReferenceData,
     Cities,
+    SearchPartners,
+    GetPartner,
+    CompanyNetwork,
 }
 
 impl Endpoint {
-    const ALL: [Endpoint; 8] = [
+    const ALL: [Endpoint; 11] = [
         Endpoint::Search,
         Endpoint::Detail,
         Endpoint::Batch,
@@ -111,7 +115,15 @@ impl Endpoint {
         Endpoint::WatchlistEvents,
         Endpoint::ReferenceData,
         Endpoint::Cities,
+        Endpoint::SearchPartners,
+        Endpoint::GetPartner,
+        Endpoint::CompanyNetwork,
     ];
+
+    /// Whether the tool is of the partners, gone with `serve --partners off`.
+    fn of_partners(self) -> bool {
+        matches!(self, Endpoint::SearchPartners | Endpoint::GetPartner | Endpoint::CompanyNetwork)
+    }
 
     fn name(self) -> &'static str {
         match self {
@@ -123,6 +135,9 @@ impl Endpoint {
             Endpoint::WatchlistEvents => "watchlist_events",
             Endpoint::ReferenceData => "reference_data",
             Endpoint::Cities => "list_cities",
+            Endpoint::SearchPartners => "search_partners",
+            Endpoint::GetPartner => "get_partner",
+            Endpoint::CompanyNetwork => "company_network",
         }
     }
 
@@ -161,6 +176,21 @@ impl Endpoint {
                 "Cities (RFB municipality codes, the city_id of search_companies), by state and a name substring, \
                  paged. Free."
             }
+            Endpoint::SearchPartners => {
+                "Search the partners (shareholders, administrators) of Brazilian companies by name substring, masked \
+                 document, type or state; each with its partner_id, its number of companies and the identity rule \
+                 (people with the same name and the same six CPF digits are one partner). Ordered by name, paged. \
+                 Costs 1 credit when the page has items."
+            }
+            Endpoint::GetPartner => {
+                "One partner by its partner_id: its companies (paged) with qualification and entry date, its own \
+                 company for a legal entity, and its entries and exits month over month. Costs 1 credit when found."
+            }
+            Endpoint::CompanyNetwork => {
+                "The network of a company: its partners, their other companies, and so on breadth-first to depth 1 \
+                 to 3, at most max_nodes nodes (then truncated); a legal-entity partner is joined to its company. \
+                 Costs 1 credit when the company is found."
+            }
         }
     }
 
@@ -177,6 +207,9 @@ impl Endpoint {
             Endpoint::WatchlistEvents => schema_for_input::<WatchlistEventsArgs>(),
             Endpoint::ReferenceData => schema_for_input::<LocaleArgs>(),
             Endpoint::Cities => schema_for_input::<CitiesArgs>(),
+            Endpoint::SearchPartners => schema_for_input::<PartnerSearchArgs>(),
+            Endpoint::GetPartner => schema_for_input::<PartnerArgs>(),
+            Endpoint::CompanyNetwork => schema_for_input::<NetworkArgs>(),
         };
         let mut schema = Arc::unwrap_or_clone(schema.expect("every argument struct is an object"));
         // A doc comment's line breaks are kept in its description: one line each.
@@ -225,6 +258,14 @@ impl Endpoint {
             }
             Endpoint::ReferenceData => companies::reference_data(&store, &query(args, &[])?),
             Endpoint::Cities => companies::cities(&store, &query(args, &[])?),
+            Endpoint::SearchPartners => partners::search(state, caller, store, &query(args, &[])?).await,
+            Endpoint::GetPartner => {
+                let id = required(args, "partner_id")?;
+                partners::partner(state, caller, store, &id, &query(args, &["partner_id"])?).await
+            }
+            Endpoint::CompanyNetwork => {
+                partners::network(state, caller, store, &required(args, "cnpj")?, &query(args, &["cnpj"])?).await
+            }
         }
     }
 }
@@ -291,6 +332,22 @@ fn summary(endpoint: Endpoint, body: &Value) -> String {
     let count = data.as_array().map_or(0, Vec::len);
     match endpoint {
         Endpoint::Search => page("companies", body),
+        Endpoint::SearchPartners => page("partners", body),
+        Endpoint::GetPartner => format!(
+            "{} ({}): {} companies; page {} of {}.",
+            data["nome"].as_str().unwrap_or_default(),
+            data["partner_id"].as_str().unwrap_or_default(),
+            body["total"],
+            body["current_page"],
+            body["last_page"]
+        ),
+        Endpoint::CompanyNetwork => format!(
+            "{} nodes and {} edges from {}{}.",
+            data["nodes"].as_array().map_or(0, Vec::len),
+            data["edges"].as_array().map_or(0, Vec::len),
+            data["root"].as_str().unwrap_or_default(),
+            if data["truncated"] == json!(true) { ", truncated at max_nodes" } else { "" }
+        ),
         Endpoint::Changes | Endpoint::WatchlistEvents => page("changes", body),
         Endpoint::Cities => page("cities", &body["pagination"]),
         Endpoint::Detail => format!(
@@ -338,7 +395,8 @@ impl ServerHandler for Tools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(Endpoint::ALL.map(Endpoint::tool).to_vec()))
+        let served = Endpoint::ALL.into_iter().filter(|e| self.state.partners || !e.of_partners());
+        Ok(ListToolsResult::with_all_items(served.map(Endpoint::tool).collect()))
     }
 
     async fn call_tool(
@@ -346,7 +404,8 @@ impl ServerHandler for Tools {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(endpoint) = Endpoint::named(&request.name) else {
+        let named = Endpoint::named(&request.name).filter(|e| self.state.partners || !e.of_partners());
+        let Some(endpoint) = named else {
             return Err(ErrorData::invalid_params(format!("Unknown tool: {}.", request.name), None));
         };
         let parts = context.extensions.get::<Parts>();
@@ -558,4 +617,65 @@ mod tests {
             assert!(event.as_str().unwrap().contains(name), "{name} is not described");
         }
     }
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct PartnerSearchArgs {
+    /// A case- and accent-insensitive substring of the partner's name.
+    name: Option<String>,
+    /// A person's masked CPF as served (***123456**) or its six digits; a CNPJ or a company's base
+    /// (8 characters) for a legal entity.
+    document: Option<String>,
+    /// 1 (legal entity), 2 (person) or 3 (foreign).
+    #[serde(rename = "type")]
+    tipo: Option<PartnerType>,
+    /// Partners of at least one company with an establishment in this state (two letters).
+    state: Option<String>,
+    #[schemars(range(min = 1))]
+    page: Option<u64>,
+    #[schemars(range(min = 1, max = 50))]
+    per_page: Option<u64>,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[schemars(inline)]
+#[expect(dead_code, reason = "a schema only")]
+enum PartnerType {
+    #[serde(rename = "1")]
+    LegalEntity,
+    #[serde(rename = "2")]
+    Person,
+    #[serde(rename = "3")]
+    Foreign,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct PartnerArgs {
+    /// The partner's id (`p` and 16 characters), as search_partners and company_network give it.
+    partner_id: String,
+    /// The page of its companies.
+    #[schemars(range(min = 1))]
+    page: Option<u64>,
+    #[schemars(range(min = 1, max = 50))]
+    per_page: Option<u64>,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct NetworkArgs {
+    /// The company: 14 characters or its 8-character base (masks accepted).
+    cnpj: String,
+    /// Steps from the company, 1 to 3 (default 2).
+    #[schemars(range(min = 1, max = 3))]
+    depth: Option<u64>,
+    /// At most this many nodes, 1 to 500 (default 200).
+    #[schemars(range(min = 1, max = 500))]
+    max_nodes: Option<u64>,
+    /// Leave out companies that are not active.
+    active_only: Option<bool>,
+    locale: Option<Locale>,
 }

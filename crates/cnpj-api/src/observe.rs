@@ -16,7 +16,7 @@ use tracing::Instrument;
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The router's route of a company: a catch-all, so that a masked CNPJ with a raw `/`
-/// (11.222.333/0001-81) still matches; `…/history` is a company's history.
+/// (11.222.333/0001-81) still matches; `…/history` is a company's history, `…/network` its network.
 pub const COMPANY_ROUTE: &str = "/api/v1/companies/{*cnpj}";
 
 /// The route label of a request that no route matched.
@@ -100,6 +100,7 @@ fn route_label(matched: Option<&str>, path: &str) -> String {
     match matched {
         None => UNMATCHED.to_owned(),
         Some(COMPANY_ROUTE) if path.ends_with("/history") => "/api/v1/companies/{cnpj}/history".to_owned(),
+        Some(COMPANY_ROUTE) if path.ends_with("/network") => "/api/v1/companies/{cnpj}/network".to_owned(),
         Some(COMPANY_ROUTE) => "/api/v1/companies/{cnpj}".to_owned(),
         Some(route) => route.to_owned(),
     }

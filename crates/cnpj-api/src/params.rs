@@ -13,7 +13,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use cnpj_model::filter::{self, Code, FilterError};
 use cnpj_model::{CnpjQuery, Locale};
-use cnpj_store::{ChangeFilters, EVENTS, SearchFilters};
+use cnpj_store::{ChangeFilters, EVENTS, NetworkOptions, PartnerDocument, PartnerFilters, SearchFilters};
 
 use crate::error::ApiError;
 
@@ -289,6 +289,64 @@ pub fn city_state(params: &Params) -> Result<Option<String>, ApiError> {
 
 pub fn term(params: &Params) -> Result<Option<&str>, ApiError> {
     params.text("term")
+}
+
+/// A `partner_id` in a path: `p` and 16 of base32's lower-case letters and digits (`None`: no such
+/// partner).
+pub fn partner_id(raw: &str) -> Option<&str> {
+    let b = raw.as_bytes();
+    let valid = b.len() == 17 && b[0] == b'p' && b[1..].iter().all(|c| matches!(c, b'a'..=b'z' | b'2'..=b'7'));
+    valid.then_some(raw)
+}
+
+/// The `document` filter of the partners' search: a person's masked CPF in a served form
+/// (`***123456**`, `***.123.456-**`) or its six digits; a CNPJ or a company's base for a legal
+/// entity.
+fn partner_document(raw: &str) -> Option<PartnerDocument> {
+    let kept: String = raw.chars().filter(|c| !matches!(c, '.' | '-' | '/') && !c.is_whitespace()).collect();
+    let digits: String = kept.chars().filter(char::is_ascii_digit).collect();
+    let masked = kept.len() == 11 && kept.starts_with("***") && kept.ends_with("**") && digits.len() == 6;
+    if masked || (kept.len() == 6 && digits.len() == 6) {
+        return Some(PartnerDocument::Shown(digits));
+    }
+    CnpjQuery::parse(raw).ok().map(|q| PartnerDocument::Company(q.basico().to_owned()))
+}
+
+/// Every filter of GET /api/v1/partners/search, validated.
+pub fn partner_filters(params: &Params) -> Result<PartnerFilters, ApiError> {
+    let document = match params.get("document")? {
+        None => None,
+        Some(raw) => Some(partner_document(raw).ok_or_else(|| {
+            ApiError::invalid(
+                "document",
+                "The document must be a CPF as served (***123456**) or its six digits, or a CNPJ or a company's \
+                 base (8 characters).",
+            )
+        })?),
+    };
+    let tipo = match params.get("type")? {
+        None => None,
+        Some(t @ ("1" | "2" | "3")) => Some(t.to_owned()),
+        Some(_) => {
+            return Err(ApiError::invalid("type", "The type must be 1 (legal entity), 2 (person) or 3 (foreign)."));
+        }
+    };
+    Ok(PartnerFilters { name: params.text("name")?.map(str::to_owned), document, tipo, state: state(params)? })
+}
+
+/// `depth` (1-3, default 2), `max_nodes` (1-500, default 200) and `active_only` (`true` or
+/// `false`, default false) of a company's network.
+pub fn network_options(params: &Params) -> Result<NetworkOptions, ApiError> {
+    let active_only = match params.get("active_only")? {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(ApiError::invalid("active_only", "The active_only must be true or false.")),
+    };
+    Ok(NetworkOptions {
+        depth: integer(params, "depth", 2, 1..=3)? as u8,
+        max_nodes: integer(params, "max_nodes", 200, 1..=500)? as usize,
+        active_only,
+    })
 }
 
 #[cfg(test)]

@@ -59,6 +59,9 @@ pub struct AppState {
     pub(crate) prices: Prices,
     usage: UsageCounter,
     pub(crate) watchlists: crate::watching::Settings,
+    /// Whether partners are served first-class (`serve --partners`): their search and pages and
+    /// the companies' networks; off, those answer 404.
+    pub(crate) partners: bool,
 }
 
 impl AppState {
@@ -71,6 +74,7 @@ impl AppState {
             prices,
             usage: UsageCounter::default(),
             watchlists: crate::watching::Settings::default(),
+            partners: true,
         }
     }
 
@@ -100,6 +104,12 @@ impl AppState {
             self.limiter.check(user_id, per_minute)
         };
         verdict.map_err(|retry_after| ApiError::TooManyRequests { retry_after })
+    }
+
+    /// Partners served first-class or not (`serve --partners`).
+    pub fn with_partners(mut self, partners: bool) -> AppState {
+        self.partners = partners;
+        self
     }
 
     /// The watchlists' settings (the default cap of watched CNPJs per user, which webhook

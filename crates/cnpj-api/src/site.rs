@@ -17,6 +17,7 @@ use crate::companies;
 use crate::error::ApiError;
 use crate::exports;
 use crate::params::Params;
+use crate::partners;
 use crate::server::{Caller, Shared};
 use crate::watchlists;
 
@@ -76,7 +77,9 @@ fn refusal(error: ApiError) -> Refusal {
                 })
                 .collect(),
         ),
-        ApiError::CompanyNotFound | ApiError::WatchlistNotFound | ApiError::NotFound => Refusal::NotFound,
+        ApiError::CompanyNotFound | ApiError::PartnerNotFound | ApiError::WatchlistNotFound | ApiError::NotFound => {
+            Refusal::NotFound
+        }
         ApiError::InsufficientCredits => Refusal::InsufficientCredits,
         ApiError::TooManyRequests { retry_after } => Refusal::TooManyRequests { retry_after },
         other => {
@@ -99,6 +102,30 @@ impl Registry for Site {
         Box::pin(as_caller(state, user, "company-page", move |state, caller, store| async move {
             companies::company_page(&state, &caller, store, &cnpj, &Params::from_pairs(params)).await
         }))
+    }
+
+    fn partner(&self, person: &Person, partner_id: String, params: Pairs) -> Answer<Value> {
+        let (state, user) = (Arc::clone(&self.state), user_of(person));
+        Box::pin(as_caller(state, user, "partner-page", move |state, caller, store| async move {
+            if !state.partners {
+                return Err(ApiError::NotFound);
+            }
+            partners::partner(&state, &caller, store, &partner_id, &Params::from_pairs(params)).await
+        }))
+    }
+
+    fn network(&self, person: &Person, cnpj: String, params: Pairs) -> Answer<Value> {
+        let (state, user) = (Arc::clone(&self.state), user_of(person));
+        Box::pin(as_caller(state, user, "network-page", move |state, caller, store| async move {
+            if !state.partners {
+                return Err(ApiError::NotFound);
+            }
+            partners::network(&state, &caller, store, &cnpj, &Params::from_pairs(params)).await
+        }))
+    }
+
+    fn partners_served(&self) -> bool {
+        self.state.partners
     }
 
     fn export_cost(&self, person: &Person, params: Pairs, rows: u64) -> Answer<ExportCost> {
@@ -124,7 +151,8 @@ impl Registry for Site {
     }
 
     fn prices(&self) -> PagePrices {
-        // A company's page is priced like detail (`server::company_page`), a search like search.
+        // A company's page is priced like detail (`server::company_page`), a search like search;
+        // a partner's page and a network like detail.
         PagePrices { company: self.state.prices.detail, search: self.state.prices.search }
     }
 

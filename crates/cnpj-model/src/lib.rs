@@ -8,6 +8,7 @@ mod cnpj;
 mod fold;
 mod kind;
 mod locale;
+pub mod partner;
 mod record;
 mod size;
 mod utc;

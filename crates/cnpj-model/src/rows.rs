@@ -70,7 +70,7 @@ pub struct SocioRow {
     pub nome_representante: String,
     pub qualificacao_representante: String,
     pub faixa_etaria: String,
-    /// The partner's identity as an opaque id (contract §14; `cnpj_normalize::partner_id`): the
+    /// The partner's identity as an opaque id (contract §14; `cnpj_model::partner::partner_id`): the
     /// same partner, the same id, in every build and month.
     pub partner_id: String,
     /// A legal-entity partner (`tipo` 1): the company it is, the first 8 characters of its

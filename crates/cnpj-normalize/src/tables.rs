@@ -9,8 +9,8 @@ use crate::fields::{
     CapitalIssue, capital, cep, date, ddd, email, logradouro, mask_company_document, mask_person_document, pad_code,
     telefone,
 };
-use crate::partner::{partner_basico, partner_id};
 use crate::text::{clean, mask_cpf_runs};
+use cnpj_model::partner::{partner_basico, partner_id};
 
 /// Why a record is not loaded. The record itself is kept verbatim in the rejects.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -54,10 +54,22 @@ pub struct PagePrices {
 pub trait Registry: Send + Sync {
     /// The body of `GET /api/v1/companies/search` with these parameters, charged as that is.
     fn search(&self, person: &Person, params: Pairs) -> Answer<Value>;
-    /// A company's page by the CNPJ as typed: `{record, establishments, history}` (the record as
-    /// a batch item, or `null` when the company is gone; a page of its company's establishments
-    /// as search items, `page` of `params`; its changes, newest first), priced like detail.
+    /// A company's page by the CNPJ as typed: `{record, establishments, history, partners}` (the
+    /// record as a batch item, or `null` when the company is gone; a page of its company's
+    /// establishments as search items, `page` of `params`; its changes, newest first; with
+    /// partners served, its partners `{partner_id, nome, documento}` in the record's order),
+    /// priced like detail.
     fn company(&self, person: &Person, cnpj: String, params: Pairs) -> Answer<Value>;
+    /// The body of `GET /api/v1/partners/{partner_id}` (`page`, `per_page`, `locale` of
+    /// `params`), charged as that is; [`Refusal::NotFound`] when partners are not served.
+    fn partner(&self, person: &Person, partner_id: String, params: Pairs) -> Answer<Value>;
+    /// The body of `GET /api/v1/companies/{cnpj}/network` (`depth`, `max_nodes`, `active_only`,
+    /// `locale` of `params`), charged as that is; [`Refusal::NotFound`] when partners are not
+    /// served.
+    fn network(&self, person: &Person, cnpj: String, params: Pairs) -> Answer<Value>;
+    /// Whether partners are served first-class (`serve --partners`): off, no page links to a
+    /// partner or a network. (A company's page then has no `partners` with ids.)
+    fn partners_served(&self) -> bool;
     /// What exporting the first `rows` of a search costs (asking is free).
     fn export_cost(&self, person: &Person, params: Pairs, rows: u64) -> Answer<ExportCost>;
     /// The first `rows` of a search as search items, charged per row found like batch.

@@ -11,6 +11,7 @@
 mod backend;
 mod changes;
 mod export;
+mod partners;
 mod search;
 
 use std::collections::HashMap;
@@ -27,6 +28,10 @@ use cnpj_index::{Lookup, LookupTable, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, history_path, lookup_path, search_index_path};
 pub use export::{
     Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, MANIFEST_FILE, Manifest, export,
+};
+pub use partners::{
+    Network, NetworkEdge, NetworkNode, NetworkOptions, NodeDetail, OwnCompany, PartnerCompany, PartnerDocument,
+    PartnerFilters, PartnerItem, PartnerRecord,
 };
 pub use search::SearchFilters;
 
@@ -635,7 +640,7 @@ impl Store {
                 ddd_fax: s(25),
                 fax: s(26),
             },
-            socios: found.partners.iter().map(|p| self.partner(p, locale)).collect(),
+            socios: found.partners.iter().map(|p| self.record_partner(p, locale)).collect(),
             data_inicio_atividades: opt(r, 15),
             capital_social: opt(r, 31),
             matriz_filial: label("matriz_filial", &matriz),
@@ -649,7 +654,7 @@ impl Store {
         }
     }
 
-    fn partner(&self, r: &TextRow, locale: Locale) -> Partner {
+    fn record_partner(&self, r: &TextRow, locale: Locale) -> Partner {
         let s = |i: usize| text(r, i);
         let (qualificacao, tipo, faixa) = (s(1), s(2), s(5));
         Partner {

@@ -32,7 +32,7 @@ pub struct SearchFilters {
 }
 
 /// `term` with LIKE's own characters escaped (`\` is Postgres' default escape).
-fn like_escape(term: &str) -> String {
+pub(crate) fn like_escape(term: &str) -> String {
     let mut out = String::with_capacity(term.len());
     for c in term.chars() {
         if matches!(c, '%' | '_' | '\\') {

@@ -17,7 +17,7 @@
 //! masked answer does not: what goes into it (the name, the six digits, the country, a company's
 //! base) is served anyway, in the partner's own record.
 
-use cnpj_model::Cnpj;
+use crate::Cnpj;
 use sha2::{Digest, Sha256};
 
 /// The RFC 4648 base32 alphabet, lower-cased.
@@ -67,6 +67,24 @@ pub fn partner_id(tipo: &str, folded_name: &str, key: &str) -> String {
     id
 }
 
+/// The `partner_id` a company has as a partner of others: its legal-entity identity (`1|` and its
+/// base), whatever name a `Socios` row gives it.
+pub fn company_partner_id(cnpj_basico: &str) -> String {
+    partner_id("1", "", cnpj_basico)
+}
+
+/// The rule an identity follows, as every answer names it: a company by its base; a person by
+/// name and the six digits shown (people alike in both are one partner); a foreign partner by name
+/// and country; a legal entity without a well-formed CNPJ by its name alone.
+pub fn identity_rule(tipo: &str, partner_basico: &str) -> &'static str {
+    match tipo {
+        "1" if !partner_basico.is_empty() => "company",
+        "1" => "name",
+        "3" => "name_and_country",
+        _ => "name_and_masked_document",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +126,7 @@ mod tests {
         assert_eq!(id, partner_id("1", "other name sa", "44555666"), "a company is its base, whatever its name");
         assert_eq!(id, format!("p{}", base32_of_sha256("1|44555666")));
         assert_eq!(partner_id("1", "x", "44555666"), "pjnrquzm2ntgqdkaa");
+        assert_eq!(company_partner_id("44555666"), "pjnrquzm2ntgqdkaa");
     }
 
     /// The reference: a plain bit-by-bit base32 of the digest's first 10 bytes.
