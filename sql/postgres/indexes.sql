@@ -32,6 +32,11 @@ CREATE INDEX estabelecimentos_nome_fantasia_trgm ON estabelecimentos USING gin (
 CREATE INDEX empresas_razao_social_trgm ON empresas USING gin (razao_social_fold gin_trgm_ops);
 CREATE INDEX empresas_porte ON empresas (porte_empresa);
 CREATE INDEX empresas_natureza ON empresas (natureza_juridica);
+-- The partners' search (cnpj-store/src/partners.rs): a name by trigrams, the order of a page, a
+-- legal entity by its company.
+CREATE INDEX partner_identities_nome_trgm ON partner_identities USING gin (nome_busca gin_trgm_ops);
+CREATE INDEX partner_identities_order ON partner_identities (nome_busca, partner_id);
+CREATE INDEX partner_identities_basico ON partner_identities (partner_basico);
 
 -- Changes. Pages come in the served order off (month, cnpj, cnpj_basico), the rest
 -- of the order (event, field, old, new) by an incremental sort of equal keys. A CNPJ filter and a company's

@@ -12,7 +12,8 @@
 //! `webhooks`: deliveries by two replicas on one Postgres store (each page once), and after a
 //! sender killed mid-delivery. Module `company_pages`: the company search, a company's page and the
 //! export for people, charged as the API charges; module `pages_walk`: the same walked in headless
-//! Chromium over an evolved synthetic month. Module `browser`: chromedriver and Chromium for
+//! Chromium over an evolved synthetic month. Module `partners`: the partners' search, pages and
+//! networks (contract §14) over an evolved synthetic month, `--partners off`, privacy. Module `browser`: chromedriver and Chromium for
 //! `docs`, `walk` and `pages_walk`.
 
 mod browser;
@@ -22,6 +23,7 @@ mod docs;
 mod mcp;
 mod operating;
 mod pages_walk;
+mod partners;
 mod people;
 mod walk;
 mod watchlists;
@@ -1092,6 +1094,30 @@ fn postgres_answers_byte_for_byte_like_duckdb() {
         ] {
             gets.push(format!("/api/v1/companies/search?{query}"));
         }
+        // Partners (contract §14): pages, searches and networks.
+        let partners: Vec<String> = client
+            .query("SELECT partner_id FROM cnpj.partner_identities ORDER BY partner_id", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        gets.extend(partners.iter().step_by(stride).map(|p| format!("/api/v1/partners/{p}?per_page=2")));
+        gets.push(format!("/api/v1/partners/{}?per_page=1&page=2", partners[0]));
+        for query in [
+            "per_page=50",
+            "name=silva",
+            "name=de%20tal",
+            "name=a&per_page=5&page=3",
+            "type=1",
+            "type=2&state=SP",
+            "document=***.456.789-**",
+            "document=44555666",
+        ] {
+            gets.push(format!("/api/v1/partners/search?{query}"));
+        }
+        let companies = ids.iter().filter(|c| c.len() == 8).step_by(5 * stride).take(40);
+        gets.extend(companies.map(|c| format!("/api/v1/companies/{c}/network?depth=3")));
+        gets.push(format!("/api/v1/companies/{}/network?max_nodes=3&active_only=true", ids[0]));
         gets.push("/api/v1/reference-data".into());
         gets.push("/api/v1/cities?state=SP&per_page=100&page=2".into());
         gets.push("/api/v1/cities?term=sao".into());

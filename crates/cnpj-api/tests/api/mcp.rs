@@ -69,6 +69,17 @@ fn cases() -> Vec<Case> {
         ),
         case("reference_data", json!({"locale": "es"}), "/api/v1/reference-data?locale=es"),
         case("list_cities", json!({"state": "SP", "per_page": 1}), "/api/v1/cities?state=SP&per_page=1"),
+        case(
+            "search_partners",
+            json!({"name": "tal", "type": "2", "locale": "en"}),
+            "/api/v1/partners/search?name=tal&type=2&locale=en",
+        ),
+        case("get_partner", json!({"partner_id": "pjnrquzm2ntgqdkaa"}), "/api/v1/partners/pjnrquzm2ntgqdkaa"),
+        case(
+            "company_network",
+            json!({"cnpj": "11.222.333/0001-81", "depth": 3, "locale": "es"}),
+            "/api/v1/companies/11.222.333%2F0001-81/network?depth=3&locale=es",
+        ),
         // Refused: the REST errors.
         case("search_companies", json!({"per_page": 51}), "/api/v1/companies/search?per_page=51"),
         case("get_company", json!({"cnpj": "11222333000182"}), "/api/v1/companies/11222333000182"),
@@ -80,6 +91,12 @@ fn cases() -> Vec<Case> {
         ),
         case("list_changes", json!({"event": "closed"}), "/api/v1/changes?event=closed"),
         case("watchlist_events", json!({"watchlist_id": 2}), "/api/v1/watchlists/1/events"),
+        case("get_partner", json!({"partner_id": "paaaaaaaaaaaaaaaa"}), "/api/v1/partners/paaaaaaaaaaaaaaaa"),
+        case(
+            "company_network",
+            json!({"cnpj": "11222333", "max_nodes": 501}),
+            "/api/v1/companies/11222333/network?max_nodes=501",
+        ),
         Case {
             tool: "get_companies",
             arguments: json!({"cnpjs": []}),
@@ -174,7 +191,7 @@ fn tools_answer_as_the_rest_api_does() {
     assert_eq!(seen["protocol"], "2026-07-28", "the newest version: any JSON value as structured content");
     assert!(seen["legacy_protocol"].as_str() < seen["protocol"].as_str(), "{}", seen["legacy_protocol"]);
     let replies: Vec<Reply> = cases.iter().map(|c| rest(&s, &person, c)).collect();
-    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 11, "the cases answered");
+    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 14, "the cases answered");
     for ((case, seen), reply) in cases.iter().zip(seen["calls"].as_array().unwrap()).zip(&replies) {
         compare(case, seen, reply);
     }
@@ -185,11 +202,23 @@ fn tools_answer_as_the_rest_api_does() {
     let debits = ledger(&s, "agent");
     assert_eq!(debits, ledger(&s, "person"));
     let whats: Vec<&str> = debits.iter().map(|(_, what)| what.as_str()).collect();
-    let expected =
-        ["detail", "detail", "search", "search", "batch", "history", "changes", "watchlist_events", "detail"];
+    let expected = [
+        "detail",
+        "detail",
+        "search",
+        "search",
+        "batch",
+        "history",
+        "changes",
+        "watchlist_events",
+        "partner_search",
+        "partner",
+        "network",
+        "detail",
+    ];
     assert_eq!(whats, expected);
-    assert_eq!(s.credits("agent"), (990, 10));
-    assert_eq!(s.credits("person"), (990, 10));
+    assert_eq!(s.credits("agent"), (987, 13));
+    assert_eq!(s.credits("person"), (987, 13));
 
     for refused in ["missing", "revoked"] {
         let r = &seen["refused"][refused];

@@ -26,6 +26,9 @@ TOOLS = {
     "watchlist_events": ["watchlist_id"],
     "reference_data": [],
     "list_cities": [],
+    "search_partners": [],
+    "get_partner": ["partner_id"],
+    "company_network": ["cnpj"],
 }
 
 

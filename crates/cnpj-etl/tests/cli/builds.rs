@@ -447,8 +447,10 @@ fn check_published_partners(client: &mut postgres::Client, db: &Path) {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(indexes.len(), 3, "{indexes:?}");
+    // A partner by id, the links both ways, and the partners' search (name, order, company).
+    assert_eq!(indexes.len(), 6, "{indexes:?}");
     assert!(indexes.iter().any(|i| i.contains("UNIQUE") && i.contains("partner_identities")), "{indexes:?}");
+    assert!(indexes.iter().any(|i| i.contains("gin (nome_busca gin_trgm_ops)")), "{indexes:?}");
 }
 
 #[test]
