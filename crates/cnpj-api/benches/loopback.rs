@@ -17,7 +17,9 @@
 //! binary, detail lookups run in turns on this server, on this binary without the metrics and on
 //! the baseline, before the suites. The pages suite: the search suite's queries as `/search`
 //! pages for a person logged in (the session cookie of a real login), each alone, the page's
-//! median beside the API's, and the median over the suite (`CNPJ_BENCH_PAGES=0` skips it).
+//! median beside the API's, and the median over the suite (`CNPJ_BENCH_PAGES=0` skips it). The
+//! partners suite (`partners`; `CNPJ_BENCH_PARTNERS=0` skips it): 210 names cut mid-word, alone
+//! and with a type or a state, totals checked against SQL; partners' pages; networks.
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
@@ -36,6 +38,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+mod partners;
 
 use common::env_or;
 
@@ -798,6 +801,9 @@ fn main() {
         pages_suite_run(&suite, &addr, &cookie, &get_at, query_seconds);
     }
     text_suite_run(&text_suite(&db), &addr, sql_server.as_ref(), &get_at, query_seconds);
+    if std::env::var("CNPJ_BENCH_PARTNERS").map_or(true, |v| v != "0") {
+        partners::run(&db, &addr, &get_at, query_seconds);
+    }
     println!(
         "server memory after the suites: peak RSS {:.0} MB, anonymous {:.0} MB (with the index)",
         server.peak_rss_mb(),
