@@ -69,7 +69,9 @@ impl Lang {
 
     /// A word or sentence of the pages (the key itself when unknown: a test finds it).
     pub fn t(self, key: &str) -> &'static str {
-        let Some((_, texts)) = TEXTS.iter().chain(COMPANY_TEXTS).find(|(k, _)| *k == key) else { return "??" };
+        let Some((_, texts)) = TEXTS.iter().chain(COMPANY_TEXTS).chain(PARTNER_TEXTS).find(|(k, _)| *k == key) else {
+            return "??";
+        };
         texts[match self {
             Lang::PtBr => 0,
             Lang::En => 1,
@@ -764,6 +766,42 @@ const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
     ("f_regime_tributario", ["Regime tributário", "Tax regime", "Régimen tributario"]),
 ];
 
+/// The words of the partners' pages and of a company's network (contract §14).
+const PARTNER_TEXTS: &[(&str, [&str; 3])] = &[
+    ("net_title", ["Rede de sócios de {}", "Network of the partners of {}", "Red de socios de {}"]),
+    (
+        "net_desc",
+        [
+            "{} empresas, {} sócios e {} ligações, até {} níveis a partir da empresa.",
+            "{} companies, {} partners and {} links, up to {} levels from the company.",
+            "{} empresas, {} socios y {} vínculos, hasta {} niveles desde la empresa.",
+        ],
+    ),
+    (
+        "net_truncated",
+        ["Rede incompleta: cortada em {} nós.", "Incomplete: cut at {} nodes.", "Red incompleta: cortada en {} nodos."],
+    ),
+    ("net_company", ["Empresa", "Company", "Empresa"]),
+    ("net_root", ["A empresa consultada", "This company", "La empresa consultada"]),
+    ("net_person", ["Sócio pessoa física", "Partner: a person", "Socio persona física"]),
+    ("net_entity", ["Sócio pessoa jurídica", "Partner: a legal entity", "Socio persona jurídica"]),
+    ("net_foreign", ["Sócio estrangeiro", "Partner: foreign", "Socio extranjero"]),
+    ("net_partner_of", ["é sócio de", "is a partner of", "es socio de"]),
+    ("net_is_company", ["é a mesma empresa", "is the same company", "es la misma empresa"]),
+];
+
+/// `text` with each `{}` replaced by the next of `values`.
+pub(crate) fn fill(text: &str, values: &[&str]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, part) in text.split("{}").enumerate() {
+        if i > 0 {
+            out.push_str(values.get(i - 1).copied().unwrap_or_default());
+        }
+        out.push_str(part);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -789,9 +827,16 @@ mod tests {
     }
 
     #[test]
+    fn texts_are_filled_in_order() {
+        assert_eq!(fill("{} of {}", &["3", "10"]), "3 of 10");
+        assert_eq!(fill("a {} b", &["{}"]), "a {} b", "a value is not filled again");
+        assert_eq!(fill("{}", &[]), "");
+    }
+
+    #[test]
     fn every_text_is_in_three_languages() {
         let mut keys = std::collections::HashSet::new();
-        for (key, texts) in TEXTS.iter().chain(COMPANY_TEXTS) {
+        for (key, texts) in TEXTS.iter().chain(COMPANY_TEXTS).chain(PARTNER_TEXTS) {
             assert!(texts.iter().all(|t| !t.is_empty()), "{key}");
             assert!(keys.insert(key), "{key} twice");
         }

@@ -19,6 +19,7 @@ mod export;
 mod guard;
 mod i18n;
 mod mail;
+pub mod network;
 mod profile;
 mod registry;
 mod search;
