@@ -247,6 +247,12 @@ impl Mark {
     }
 }
 
+/// The word (an i18n key) for what `node` is: the company asked about, a company, or a kind of
+/// partner, as the legend says it.
+pub(crate) fn kind_word(node: &Node, root: &str) -> &'static str {
+    Mark::of(node, root).word()
+}
+
 /// Text as XML writes it in an element or an attribute: `&<>"'` escaped, and what XML 1.0 cannot
 /// hold (control characters but tab and line breaks, U+FFFE, U+FFFF) as U+FFFD.
 fn xml(text: &str) -> String {
