@@ -100,6 +100,10 @@ fn network_page_and_files(s: &Server, cai: &mut Visitor, token: &str) {
         assert_eq!(disposition, format!("attachment; filename=\"network-11222333.{extension}\""));
         files.push(text);
     }
+    let charged = used(s, "cai");
+    let (r, page) = cai.get(&format!("/companies/{COMPANY}/network?depth=9"));
+    assert_eq!((r.status, used(s, "cai")), (400, charged), "a depth out of range, free: {page}");
+    assert!(page.contains(&format!("href=\"/companies/{COMPANY}/network\"")), "a way back: {page}");
     let [csv, json, graphml] = <[String; 3]>::try_from(files).unwrap();
     assert_eq!(serde_json::from_str::<Value>(&json).unwrap(), api, "the JSON is the API's data");
     let lines: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
