@@ -2,7 +2,8 @@
 //! status, address with a one-line form to copy, contact, activities, partners with their
 //! documents masked, Simples and tax regime), its company's establishments a page at a time, and
 //! its history as a timeline, newest month first; read and priced like the detail endpoint by the
-//! registry (opened from another site: its price first, `Visit::ask_first`). A form adds it to
+//! registry (opened from another site: its price first, `Visit::ask_first`). While partners are
+//! served, each partner links to its page and the company to its network. A form adds it to
 //! one of the person's watchlists (`POST /companies/{cnpj}/watch`).
 
 use askama::Template;
@@ -24,6 +25,8 @@ pub(crate) struct Line {
 }
 
 pub(crate) struct PartnerRow {
+    /// Its page's id, when partners are served.
+    pub id: Option<String>,
     pub name: String,
     pub qualification: String,
     pub kind: String,
@@ -65,6 +68,8 @@ pub(crate) struct CompanyPage {
     pub main_activity: String,
     pub secondary: Vec<String>,
     pub partners: Vec<PartnerRow>,
+    /// Partners are served: the page links to the company's network.
+    pub network: bool,
     pub tax: Vec<Line>,
     pub establishments: Vec<Row>,
     pub establishments_total: String,
@@ -152,13 +157,17 @@ fn sections(lang: Lang, r: &Value, page: &mut CompanyPage) {
         .collect();
 }
 
-fn partners(lang: Lang, record: &Value) -> Vec<PartnerRow> {
+/// The record's partners, each with its page's id when partners are served (`ids`: the company
+/// page's `partners`, in the record's order; `null` when not served).
+fn partners(lang: Lang, record: &Value, ids: &Value) -> Vec<PartnerRow> {
     let list = record["socios"].as_array().map_or(&[][..], Vec::as_slice);
     list.iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let t = |key: &str| text(&p[key]);
             let representative = t("nome_representante");
             PartnerRow {
+                id: ids[i]["partner_id"].as_str().map(str::to_owned),
                 name: t("nome"),
                 qualification: coded(&t("qualificacao"), &t("qualificacao_descricao")),
                 kind: t("tipo_descricao"),
@@ -241,7 +250,8 @@ fn company_page(visit: &Visit, cnpj: &str, data: &Value) -> CompanyPage {
         contact: Vec::new(),
         main_activity: String::new(),
         secondary: Vec::new(),
-        partners: partners(lang, record),
+        partners: partners(lang, record, &data["partners"]),
+        network: data["partners"].is_array(),
         tax: Vec::new(),
         establishments: listed["data"].as_array().into_iter().flatten().map(|item| row(lang, item)).collect(),
         establishments_total: show::count(lang, number("total")),

@@ -159,7 +159,7 @@ const FORMULA: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 /// quote or a line break; a `'` before a formula's first character wherever a spreadsheet may
 /// start a cell: first in the cell, and after each `;` or line break in it (spaces and quotes
 /// before it passed over).
-fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     let mut guarded = String::with_capacity(text.len() + 2);
     let mut starts = true;
     for c in text.chars() {

@@ -69,7 +69,9 @@ impl Lang {
 
     /// A word or sentence of the pages (the key itself when unknown: a test finds it).
     pub fn t(self, key: &str) -> &'static str {
-        let Some((_, texts)) = TEXTS.iter().chain(COMPANY_TEXTS).find(|(k, _)| *k == key) else { return "??" };
+        let Some((_, texts)) = TEXTS.iter().chain(COMPANY_TEXTS).chain(PARTNER_TEXTS).find(|(k, _)| *k == key) else {
+            return "??";
+        };
         texts[match self {
             Lang::PtBr => 0,
             Lang::En => 1,
@@ -764,6 +766,134 @@ const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
     ("f_regime_tributario", ["Regime tributário", "Tax regime", "Régimen tributario"]),
 ];
 
+/// The words of the partners' pages and of a company's network (contract §14).
+const PARTNER_TEXTS: &[(&str, [&str; 3])] = &[
+    ("net_title", ["Rede de sócios de {}", "Network of the partners of {}", "Red de socios de {}"]),
+    (
+        "net_desc",
+        [
+            "{} empresas, {} sócios e {} ligações, até {} níveis a partir da empresa.",
+            "{} companies, {} partners and {} links, up to {} levels from the company.",
+            "{} empresas, {} socios y {} vínculos, hasta {} niveles desde la empresa.",
+        ],
+    ),
+    (
+        "net_truncated",
+        ["Rede incompleta: cortada em {} nós.", "Incomplete: cut at {} nodes.", "Red incompleta: cortada en {} nodos."],
+    ),
+    ("net_company", ["Empresa", "Company", "Empresa"]),
+    ("net_root", ["A empresa consultada", "This company", "La empresa consultada"]),
+    ("net_person", ["Sócio pessoa física", "Partner: a person", "Socio persona física"]),
+    ("net_entity", ["Sócio pessoa jurídica", "Partner: a legal entity", "Socio persona jurídica"]),
+    ("net_foreign", ["Sócio estrangeiro", "Partner: foreign", "Socio extranjero"]),
+    ("net_partner_of", ["é sócio de", "is a partner of", "es socio de"]),
+    ("net_is_company", ["é a mesma empresa", "is the same company", "es la misma empresa"]),
+    ("partner", ["Sócio", "Partner", "Socio"]),
+    ("partner_not_found", ["Sócio não encontrado.", "Partner not found.", "Socio no encontrado."]),
+    (
+        "price_partner",
+        [
+            "Preço em créditos (se o sócio for encontrado)",
+            "Price in credits (if the partner is found)",
+            "Precio en créditos (si se encuentra el socio)",
+        ],
+    ),
+    (
+        "price_network",
+        [
+            "Preço em créditos (se a empresa for encontrada)",
+            "Price in credits (if the company is found)",
+            "Precio en créditos (si se encuentra la empresa)",
+        ],
+    ),
+    ("identity_rule", ["Quem é este sócio", "Who this partner is", "Quién es este socio"]),
+    (
+        "identity_name_and_masked_document",
+        [
+            "Pessoas com o mesmo nome e os mesmos seis dígitos do CPF são contadas como um só sócio: o cadastro \
+             não mostra mais do CPF.",
+            "People with the same name and the same six digits of the CPF are counted as one partner: the \
+             registry shows no more of the CPF.",
+            "Las personas con el mismo nombre y los mismos seis dígitos del CPF se cuentan como un solo socio: el \
+             registro no muestra más del CPF.",
+        ],
+    ),
+    (
+        "identity_company",
+        [
+            "Uma pessoa jurídica: a empresa cuja raiz (8 primeiros caracteres) começa o seu CNPJ.",
+            "A legal entity: the company whose base (first 8 characters) starts its CNPJ.",
+            "Una persona jurídica: la empresa cuya raíz (8 primeros caracteres) inicia su CNPJ.",
+        ],
+    ),
+    (
+        "identity_name",
+        [
+            "Uma pessoa jurídica sem CNPJ válido no cadastro: conhecida pelo nome.",
+            "A legal entity without a valid CNPJ in the registry: known by its name.",
+            "Una persona jurídica sin CNPJ válido en el registro: conocida por su nombre.",
+        ],
+    ),
+    (
+        "identity_name_and_country",
+        [
+            "Um sócio estrangeiro: conhecido pelo nome e pelo país.",
+            "A foreign partner: known by its name and its country.",
+            "Un socio extranjero: conocido por su nombre y su país.",
+        ],
+    ),
+    ("first_entry", ["Primeira entrada", "First entry", "Primera entrada"]),
+    ("own_company", ["A empresa deste sócio", "This partner's own company", "La empresa de este socio"]),
+    ("partner_companies", ["Empresas de que é sócio", "Companies it is a partner of", "Empresas de las que es socio"]),
+    ("partner_events", ["Entradas e saídas", "Entries and exits", "Entradas y salidas"]),
+    (
+        "no_partner_events",
+        [
+            "Nenhuma entrada ou saída nos meses guardados.",
+            "No entry or exit in the months kept.",
+            "Ninguna entrada o salida en los meses guardados.",
+        ],
+    ),
+    ("network", ["Rede de sócios", "Partner network", "Red de socios"]),
+    ("see_network", ["Ver a rede de sócios", "See the partner network", "Ver la red de socios"]),
+    ("depth", ["Níveis", "Levels", "Niveles"]),
+    ("max_nodes", ["Máximo de nós", "Most nodes", "Máximo de nodos"]),
+    ("active_only", ["Só empresas ativas", "Active companies only", "Solo empresas activas"]),
+    ("draw", ["Desenhar", "Draw", "Dibujar"]),
+    ("downloads", ["Baixar os dados", "Download the data", "Descargar los datos"]),
+    (
+        "download_price",
+        [
+            "Cada arquivo custa o mesmo que esta página.",
+            "Each file costs what this page costs.",
+            "Cada archivo cuesta lo mismo que esta página.",
+        ],
+    ),
+    ("links_csv", ["Ligações (CSV)", "Links (CSV)", "Vínculos (CSV)"]),
+    ("network_json", ["Rede (JSON)", "Network (JSON)", "Red (JSON)"]),
+    (
+        "network_graphml",
+        ["Rede (GraphML: Gephi, networkx)", "Network (GraphML: Gephi, networkx)", "Red (GraphML: Gephi, networkx)"],
+    ),
+    (
+        "network_nodes",
+        ["Empresas e sócios da rede", "Companies and partners in the network", "Empresas y socios de la red"],
+    ),
+    ("level", ["Nível", "Level", "Nivel"]),
+];
+
+/// `text` with each `{}` replaced by the next of `values`.
+pub(crate) fn fill(text: &str, values: &[&str]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, part) in text.split("{}").enumerate() {
+        if i > 0 {
+            out.push_str(values.get(i - 1).copied().unwrap_or_default());
+        }
+        out.push_str(part);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -789,9 +919,16 @@ mod tests {
     }
 
     #[test]
+    fn texts_are_filled_in_order() {
+        assert_eq!(fill("{} of {}", &["3", "10"]), "3 of 10");
+        assert_eq!(fill("a {} b", &["{}"]), "a {} b", "a value is not filled again");
+        assert_eq!(fill("{}", &[]), "");
+    }
+
+    #[test]
     fn every_text_is_in_three_languages() {
         let mut keys = std::collections::HashSet::new();
-        for (key, texts) in TEXTS.iter().chain(COMPANY_TEXTS) {
+        for (key, texts) in TEXTS.iter().chain(COMPANY_TEXTS).chain(PARTNER_TEXTS) {
             assert!(texts.iter().all(|t| !t.is_empty()), "{key}");
             assert!(keys.insert(key), "{key} twice");
         }

@@ -4,7 +4,9 @@
 //! (`profile`), their watchlists, each on a page of its own with its webhook and deliveries
 //! (`watchlists`), and the admin pages (`admin`); with a registry (`registry`: the API's
 //! endpoints, answered and charged by the service), the company search (`search`), a company's
-//! page (`company`) and a search's export as CSV (`export`); a page that charges, opened from
+//! page (`company`) and a search's export as CSV (`export`), and while partners are served a
+//! partner's page and a company's network with its files (`partners`, drawn by `network`); a
+//! page that charges, opened from
 //! another site, shows its price and charges only once the person goes on. Server-rendered HTML
 //! (askama templates, compiled in, every value escaped), no JavaScript, in pt-br, en and es
 //! (`i18n`), one plain style sheet; verification and reset links by mail when SMTP is configured
@@ -19,6 +21,8 @@ mod export;
 mod guard;
 mod i18n;
 mod mail;
+mod network;
+mod partners;
 mod profile;
 mod registry;
 mod search;
@@ -94,8 +98,19 @@ pub fn router(accounts: Arc<Accounts>, config: Config, registry: Option<Arc<dyn 
         .route("/search/export", get(export::confirm).post(export::run))
         .route("/companies/{cnpj}", get(company::page).head(only_get).fallback(only_get))
         .route("/companies/{cnpj}/watch", post(company::watch));
+    // The partners' pages only when partners are served (`serve --partners`).
+    let partners = Router::new()
+        .route("/partners/{partner_id}", get(partners::partner).head(only_get).fallback(only_get))
+        .route("/companies/{cnpj}/network", get(partners::network).head(only_get).fallback(only_get))
+        .route("/companies/{cnpj}/network.csv", get(partners::csv).head(only_get).fallback(only_get))
+        .route("/companies/{cnpj}/network.json", get(partners::json).head(only_get).fallback(only_get))
+        .route("/companies/{cnpj}/network.graphml", get(partners::graphml).head(only_get).fallback(only_get));
     let pages = Pages { accounts, config: Arc::new(config), registry };
-    let companies = if pages.registry.is_some() { companies } else { Router::new() };
+    let companies = match pages.registry.as_deref() {
+        Some(registry) if registry.partners_served() => companies.merge(partners),
+        Some(_) => companies,
+        None => Router::new(),
+    };
     Router::new()
         .merge(companies)
         .route("/", get(|| async { see_other("/account") }))

@@ -17,7 +17,7 @@ use cnpj_accounts::{Accounts, AccountsError, Delivery, NewWatchlist, Saved, Watc
 use cnpj_model::InvalidCnpj;
 use cnpj_webhooks::Refused;
 
-use crate::i18n::Lang;
+use crate::i18n::{Lang, fill};
 use crate::profile::{Shown, allowed, show, time};
 use crate::templates::{self, DeliveryLine, ListForm};
 use crate::{Fields, Pages, Visit, blocking, see_other};
@@ -26,18 +26,6 @@ use crate::{Fields, Pages, Visit, blocking, see_other};
 const PER_PAGE: u64 = 100;
 /// Deliveries shown (the newest).
 const DELIVERIES: u64 = 50;
-
-/// `text` with each `{}` replaced by the next of `values`.
-fn fill(text: &str, values: &[&str]) -> String {
-    let mut out = String::with_capacity(text.len());
-    for (i, part) in text.split("{}").enumerate() {
-        if i > 0 {
-            out.push_str(values.get(i - 1).copied().unwrap_or_default());
-        }
-        out.push_str(part);
-    }
-    out
-}
 
 /// A form's field as sent (`""` when absent).
 fn raw(form: &Fields, name: &str) -> String {
@@ -385,10 +373,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn texts_are_filled_in_order_and_pasted_lines_trimmed() {
-        assert_eq!(fill("{} of {}", &["3", "10"]), "3 of 10");
-        assert_eq!(fill("a {} b", &["{}"]), "a {} b", "a value is not filled again");
-        assert_eq!(fill("{}", &[]), "");
+    fn pasted_lines_trimmed() {
         assert_eq!(pasted(" 11.222.333/0001-81 \r\n\n\t\n33683111"), ["11.222.333/0001-81", "33683111"]);
         assert_eq!(
             (list_id("12"), list_id("0"), list_id("+1"), list_id("x"), list_id("")),

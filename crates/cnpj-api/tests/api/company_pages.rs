@@ -24,7 +24,13 @@ pub(crate) struct Visitor {
 
 impl Visitor {
     /// A request with the visitor's cookies and `headers` (name, value).
-    fn send(&mut self, method: &str, path: &str, form: Option<&str>, headers: &[(&str, &str)]) -> (Reply, String) {
+    pub(crate) fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        form: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> (Reply, String) {
         let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", self.addr);
         if !self.cookies.is_empty() {
             let cookies: Vec<String> = self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -143,7 +149,7 @@ fn scripted_sample(dir: &Path) -> std::path::PathBuf {
 }
 
 /// A server over the sample dump whose first company has a `<script>` in its name.
-fn scripted_server() -> Server {
+pub(crate) fn scripted_server() -> Server {
     let dir = tempfile::tempdir().unwrap();
     let input = scripted_sample(dir.path());
     let db = dir.path().join("registry.duckdb");
@@ -264,7 +270,11 @@ fn a_company_page_is_priced_like_detail_and_shows_its_record() {
     assert!(!detail["socios"].as_array().unwrap().is_empty());
     assert!(page.contains("Lucro Real") && page.contains("Optante pelo Simples Nacional"), "the tax regime");
     let listed = linked(&page);
-    assert_eq!(listed, ["11222333000262"], "the company's other establishment (this one is not a link)");
+    assert_eq!(
+        listed,
+        ["11222333000181/network", "11222333000262"],
+        "its network, and the company's other establishment (this one is not a link)"
+    );
     assert!(page.contains("<table class=\"cards\">") && page.contains("<td data-label="), "cards on a phone");
     let (r, _) = bia.get("/companies/11444777000161");
     assert_eq!((r.status, used(&s, "bia")), (404, 2), "not found costs nothing (the API's detail cost 1)");
@@ -390,7 +400,15 @@ pub(crate) fn cards_labelled(page: &str) -> bool {
 fn tables_fold_into_labelled_cards() {
     let s = Server::start(&["--insecure-cookies"]);
     let (_, mut eva) = person(&s, "eva", 10);
-    for path in ["/search?state=SP", "/companies/11222333000181", "/search?state=SP&locale=en"] {
+    let (_, company) = eva.get("/companies/11222333000181");
+    let partner = company.split("href=\"/partners/").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    for path in [
+        "/search?state=SP",
+        "/companies/11222333000181",
+        "/search?state=SP&locale=en",
+        "/companies/11222333000181/network",
+        &format!("/partners/{partner}"),
+    ] {
         let (r, page) = eva.get(path);
         assert_eq!(r.status, 200);
         assert!(cards_labelled(&page), "{path}: {page}");
@@ -499,6 +517,11 @@ fn every_page_answers_one_allow_to_the_methods_it_refuses() {
         "/search/export",
         "/companies/11222333000181",
         "/companies/11222333000181/watch",
+        "/companies/11222333000181/network",
+        "/companies/11222333000181/network.csv",
+        "/companies/11222333000181/network.json",
+        "/companies/11222333000181/network.graphml",
+        "/partners/pzzzzzzzzzzzzzzzz",
     ];
     for path in paths {
         let mut allowed = Vec::new();

@@ -11,9 +11,11 @@
 //! `watchlists`: lists per user, their events (over evolved synthetic months too), webhooks. Module
 //! `webhooks`: deliveries by two replicas on one Postgres store (each page once), and after a
 //! sender killed mid-delivery. Module `company_pages`: the company search, a company's page and the
-//! export for people, charged as the API charges; module `pages_walk`: the same walked in headless
-//! Chromium over an evolved synthetic month. Module `partners`: the partners' search, pages and
-//! networks (contract §14) over an evolved synthetic month, `--partners off`, privacy. Module `browser`: chromedriver and Chromium for
+//! export for people, charged as the API charges; module `partner_pages`: a partner's page and a
+//! company's network for people, and the network's files; module `pages_walk`: the same walked in
+//! headless Chromium over an evolved synthetic month. Module `partners`: the partners' search,
+//! pages and networks (contract §14) over an evolved synthetic month, `--partners off`, privacy.
+//! Module `browser`: chromedriver and Chromium for
 //! `docs`, `walk` and `pages_walk`.
 
 mod browser;
@@ -23,6 +25,7 @@ mod docs;
 mod mcp;
 mod operating;
 mod pages_walk;
+mod partner_pages;
 mod partners;
 mod people;
 mod walk;
@@ -224,9 +227,9 @@ fn parse_reply(raw: &[u8]) -> Reply {
         body = dechunk(&body);
     }
     let raw = body;
-    // Every answer is JSON but the API reference page's (`docs`: its HTML, scripts and styles).
+    // Every answer is JSON but the pages' (HTML, CSS, CSV) and a network's GraphML file.
     let content_type = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.as_str());
-    let not_json = content_type.is_some_and(|t| t.starts_with("text/"));
+    let not_json = content_type.is_some_and(|t| t.starts_with("text/") || t.starts_with("application/graphml+xml"));
     let body =
         if raw.is_empty() || not_json { Value::Null } else { serde_json::from_slice(&raw).expect("a JSON body") };
     Reply { status, headers, body, raw }

@@ -1,10 +1,11 @@
 //! The company pages walked in headless Chromium (through the `docs` module's chromedriver), over
 //! an evolved synthetic month: a person logs in, searches by state, words of an activity and
 //! status, pages to the third page, opens a company and reads its partners and its history,
+//! opens its partner network (the picture that fits the window) and a partner's page from it,
 //! exports 500 rows and reads the CSV back; the credits moved as the API charges the same
-//! requests (made by another user with a token). Screenshots of the search, results and company
-//! pages at 360 and 1,440 pixels wide go to `$CARGO_TARGET_TMPDIR/pages-walk`; at 360 no page
-//! is wider than the screen.
+//! requests (made by another user with a token). Screenshots of the search, results, company,
+//! network and partner pages at 360 and 1,440 pixels wide go to
+//! `$CARGO_TARGET_TMPDIR/pages-walk`; at 360 no page is wider than the screen.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -149,16 +150,17 @@ fn a_person_searches_reads_a_company_and_exports_in_chromium() {
         log_in(&client, &base).await;
         let query = search_by_state_activity_and_status(&client, &base, &shots).await;
         let company = page_to_the_third_and_open_a_company(&client, &s, &scout, &query, &shots).await;
+        let partner = its_network_and_a_partner(&client, &s, &scout, &company, &shots).await;
         let exported = export_500(&client, &base, downloads.path()).await;
         let session = client.session_id().await.unwrap().unwrap();
         let log = driver.browser_log(&session);
         let problems: Vec<&Value> = log.as_array().unwrap().iter().filter(|e| e["level"] == "SEVERE").collect();
         assert!(problems.is_empty(), "the browser logged: {problems:#?}");
         client.close().await.unwrap();
-        (query, company, exported)
+        (query, company, partner, exported)
     });
-    let (query, company, exported) = walked;
-    the_api_charges_the_same(&s, [&twin, &scout], &query, &company, &exported);
+    let (query, company, partner, exported) = walked;
+    the_api_charges_the_same(&s, [&twin, &scout], &query, [&company, &partner], &exported);
     println!("screenshots in {}", shots.dir.display());
 }
 
@@ -234,6 +236,37 @@ async fn page_to_the_third_and_open_a_company(
     company
 }
 
+/// From the company's page to its network (the picture for the window's width, the nodes as
+/// links), then to a partner's page from it: each as the API has it. Returns the partner's id.
+async fn its_network_and_a_partner(client: &Client, s: &Server, scout: &str, company: &str, shots: &Shots) -> String {
+    element(client, "#network-link").await.click().await.unwrap();
+    element(client, "figure.network").await;
+    let network = get(s, &format!("/api/v1/companies/{company}/network"), scout).body["data"].clone();
+    let nodes = network["nodes"].as_array().unwrap();
+    assert_eq!(texts(client, "#network-nodes tbody tr").await.len(), nodes.len());
+    let shown =
+        |kind: &'static str| format!("return getComputedStyle(document.querySelector('.network-{kind}')).display");
+    for (width, kind) in [(WIDTHS[0], "narrow"), (WIDTHS[1], "wide")] {
+        client.set_window_size(width, 1000).await.unwrap();
+        assert_eq!(
+            client.execute(&shown(kind), vec![]).await.unwrap(),
+            json!("block"),
+            "{width} px: the {kind} picture"
+        );
+    }
+    shots.take(client, "network", "h1").await;
+    shots.take(client, "network-picture", "figure.network").await;
+    let partner = nodes.iter().find(|n| n["kind"] == "partner").expect("a partner in the network");
+    let id = partner["id"].as_str().unwrap().to_owned();
+    element(client, &format!("#network-nodes a[href='/partners/{id}']")).await.click().await.unwrap();
+    element(client, "#partner-events").await;
+    assert_eq!(texts(client, "#partner-name").await, [partner["label"].as_str().unwrap()]);
+    let api = get(s, &format!("/api/v1/partners/{id}"), scout).body["data"].clone();
+    assert_eq!(texts(client, "#partner-companies tbody tr").await.len(), api["companies"].as_array().unwrap().len());
+    shots.take(client, "partner", "h1").await;
+    id
+}
+
 /// `11222333000181` as the pages write it.
 fn cnpj_shown(c: &str) -> String {
     format!("{}.{}.{}/{}-{}", &c[..2], &c[2..5], &c[5..8], &c[8..12], &c[12..])
@@ -267,11 +300,19 @@ async fn export_500(client: &Client, base: &str, downloads: &Path) -> Vec<String
 
 /// The same requests by token: the walker's credits moved as the twin's did, and the CSV's rows
 /// are the API's search items, in order.
-fn the_api_charges_the_same(s: &Server, [twin, scout]: [&str; 2], query: &str, company: &str, exported: &[String]) {
+fn the_api_charges_the_same(
+    s: &Server,
+    [twin, scout]: [&str; 2],
+    query: &str,
+    [company, partner]: [&str; 2],
+    exported: &[String],
+) {
     for page in 1..=3 {
         assert_eq!(get(s, &format!("/api/v1/companies/search?{query}&page={page}"), twin).status, 200);
     }
     assert_eq!(get(s, &format!("/api/v1/companies/{company}"), twin).status, 200);
+    assert_eq!(get(s, &format!("/api/v1/companies/{company}/network"), twin).status, 200);
+    assert_eq!(get(s, &format!("/api/v1/partners/{partner}"), twin).status, 200);
     assert_eq!(get(s, "/api/v1/companies/search?state=SP", twin).status, 200);
     let mut items = Vec::new();
     for page in 1..=10 {
@@ -287,5 +328,5 @@ fn the_api_charges_the_same(s: &Server, [twin, scout]: [&str; 2], query: &str, c
     let rows: Vec<&str> = exported[1..].iter().map(|l| l.split(',').next().unwrap()).collect();
     assert_eq!(rows, items, "the CSV's rows are the search's, in order");
     assert_eq!(s.credits("rui").1, s.credits("twin").1, "the pages charged what the API charged");
-    assert_eq!(s.credits("rui").1, 3 + 1 + 1 + 500);
+    assert_eq!(s.credits("rui").1, 3 + 1 + 1 + 1 + 1 + 500);
 }
