@@ -86,7 +86,21 @@ fn lists_new_filters_and_the_free_count() {
     assert_eq!(credits + used, 100);
     let searches_with_items = cases.iter().filter(|(_, n)| *n > 0).count() as i64;
     assert_eq!(used, searches_with_items, "the searches paid, the counts did not");
+    // Up to 50 values.
+    let fifty: Vec<String> = (1..=50).map(|n| n.to_string()).collect();
+    assert_eq!(count(&format!("city_id={}", fifty.join(","))), 0);
+}
 
+/// Each bad value, in a list or alone, is a 400 naming its parameter, from the search and the
+/// count alike.
+#[test]
+fn bad_values_name_their_parameter() {
+    let s = Server::start(&["--rate-limit", "1000"]);
+    let token = s.user("ivo", 10);
+    let fifty: Vec<String> = (1..=50).map(|n| n.to_string()).collect();
+    let r = get(&s, &format!("/api/v1/companies/count?city_id={},51", fifty.join(",")), &token);
+    assert_eq!(error_of(&r), (400, "Invalid input parameters"));
+    assert!(r.body["errors"]["city_id"][0].as_str().unwrap().contains("at most 50"), "{}", r.body);
     for (bad, param) in [
         ("state=SP,,RJ", "state"),
         ("state=SP,", "state"),
@@ -111,12 +125,7 @@ fn lists_new_filters_and_the_free_count() {
             assert!(r.body["errors"][param].is_array(), "{endpoint}?{bad}: {}", r.body);
         }
     }
-    // Up to 50 values.
-    let fifty: Vec<String> = (1..=50).map(|n| n.to_string()).collect();
-    assert_eq!(count(&format!("city_id={}", fifty.join(","))), 0);
-    let r = get(&s, &format!("/api/v1/companies/count?city_id={},51", fifty.join(",")), &token);
-    assert_eq!(error_of(&r), (400, "Invalid input parameters"));
-    assert!(r.body["errors"]["city_id"][0].as_str().unwrap().contains("at most 50"), "{}", r.body);
+    assert_eq!(s.credits("ivo"), (10, 0));
 }
 
 /// A count needs a token and counts in the rate limit, though it costs nothing.

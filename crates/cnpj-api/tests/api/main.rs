@@ -911,12 +911,21 @@ fn empty_values_are_a_400_for_every_parameter() {
         "nature_code",
         "cnpj",
         "situacao_cadastral",
+        "any_sector",
+        "capital_from",
+        "capital_to",
+        "has_email",
+        "has_phone",
+        "simples",
+        "mei",
+        "head_office",
         "per_page",
         "page",
         "locale",
     ];
     let mut cases: Vec<(String, &str)> =
         search.iter().map(|p| (format!("/api/v1/companies/search?{p}="), *p)).collect();
+    cases.extend(search[..22].iter().map(|p| (format!("/api/v1/companies/count?{p}="), *p)));
     cases.extend(["trading_name", "neighborhood", "city"].map(|p| (format!("/api/v1/companies/search?{p}=%20%09"), p)));
     cases.extend(["state", "term", "page", "per_page", "locale"].map(|p| (format!("/api/v1/cities?{p}="), p)));
     cases.push(("/api/v1/companies/11222333000181?locale=".into(), "locale"));

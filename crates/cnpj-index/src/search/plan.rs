@@ -156,44 +156,10 @@ impl SearchIndex {
                     Arc::new(self.filtered(&set, |p| range.contains(&self.cep_suffix_at(p))))
                 }
             }
-            Condition::Sector(codes) => {
-                let (main, secondary) = (self.keys("cnae")?, self.keys("cnae2")?);
-                let mut parts = Vec::with_capacity(codes.len() * 2);
-                for code in codes {
-                    for keys in [main, secondary] {
-                        if let Some(i) = keys.find(code.as_bytes()) {
-                            parts.push(self.bitmap(keys, i)?);
-                        }
-                    }
-                }
-                Arc::new(union(parts))
-            }
-            Condition::Capital { from, to } => {
-                let low = from.map_or(-CAPITAL_LIMIT, |c| i64::try_from(c).unwrap_or(CAPITAL_LIMIT));
-                let high = to.map_or(CAPITAL_LIMIT - 1, |c| i64::try_from(c).unwrap_or(CAPITAL_LIMIT - 1));
-                let mut parts = Vec::new();
-                if low <= high {
-                    self.capital(0, (-CAPITAL_LIMIT, CAPITAL_LIMIT), (low, high), &mut parts)?;
-                }
-                Arc::new(union(parts))
-            }
-            Condition::Flag { flag, value } => {
-                let (table, key) = flag.table_and_key();
-                let keys = self.keys(Field::name(table))?;
-                let set = match keys.find(key.as_bytes()) {
-                    Some(i) => self.bitmap(keys, i)?,
-                    None => Arc::default(),
-                };
-                if *value { set } else { self.all_but(&set) }
-            }
-            Condition::HeadOffice(true) => {
-                let keys = self.keys(Field::name(Table::Matriz))?;
-                self.all_but(self.union(keys, 0..keys.len())?.as_ref())
-            }
-            Condition::HeadOffice(false) => {
-                let keys = self.keys(Field::name(Table::Matriz))?;
-                self.union(keys, keys.find(BRANCH.as_bytes()))?
-            }
+            Condition::Sector(codes) => self.sector(codes)?,
+            Condition::Capital { from, to } => self.capital_between(*from, *to)?,
+            Condition::Flag { flag, value } => self.flag(*flag, *value)?,
+            Condition::HeadOffice(head) => self.head_office(*head)?,
             Condition::Term { table, folded } => {
                 let key = Cached::Term(table, folded.clone());
                 match self.cached(&key) {
@@ -210,6 +176,53 @@ impl SearchIndex {
             }
         };
         Ok(Some(Resolved::Set(set)))
+    }
+
+    /// The establishments whose main or a secondary activity is one of `codes`.
+    fn sector(&self, codes: &[String]) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let (main, secondary) = (self.keys("cnae")?, self.keys("cnae2")?);
+        let mut parts = Vec::with_capacity(codes.len() * 2);
+        for code in codes {
+            for keys in [main, secondary] {
+                if let Some(i) = keys.find(code.as_bytes()) {
+                    parts.push(self.bitmap(keys, i)?);
+                }
+            }
+        }
+        Ok(Arc::new(union(parts)))
+    }
+
+    /// The establishments whose company's capital is from `from` to `to` cents (inclusive,
+    /// `None`: open).
+    fn capital_between(&self, from: Option<u64>, to: Option<u64>) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let low = from.map_or(-CAPITAL_LIMIT, |c| i64::try_from(c).unwrap_or(CAPITAL_LIMIT));
+        let high = to.map_or(CAPITAL_LIMIT - 1, |c| i64::try_from(c).unwrap_or(CAPITAL_LIMIT - 1));
+        let mut parts = Vec::new();
+        if low <= high {
+            self.capital(0, (-CAPITAL_LIMIT, CAPITAL_LIMIT), (low, high), &mut parts)?;
+        }
+        Ok(Arc::new(union(parts)))
+    }
+
+    /// The establishments of which `flag` is `value`.
+    fn flag(&self, flag: Flag, value: bool) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let (table, key) = flag.table_and_key();
+        let keys = self.keys(Field::name(table))?;
+        let set = match keys.find(key.as_bytes()) {
+            Some(i) => self.bitmap(keys, i)?,
+            None => Arc::default(),
+        };
+        Ok(if value { set } else { self.all_but(&set) })
+    }
+
+    /// The head offices (`true`: every establishment of no key of `matriz`), or the branches.
+    fn head_office(&self, head: bool) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let keys = self.keys(Field::name(Table::Matriz))?;
+        if head {
+            Ok(self.all_but(self.union(keys, 0..keys.len())?.as_ref()))
+        } else {
+            self.union(keys, keys.find(BRANCH.as_bytes()))
+        }
     }
 
     /// Pushes on `parts` the bitmaps of the capital's table of precision `level` (0 or 1 of
