@@ -50,6 +50,9 @@ pub struct SearchFilters {
     pub head_office: Option<bool>,
 }
 
+/// The largest capital DECIMAL(18, 2) holds, in cents.
+const MAX_CAPITAL: u64 = 999_999_999_999_999_999;
+
 /// The `matriz_filial` code of a head office and of a branch.
 fn matriz_code(head_office: bool) -> &'static str {
     if head_office { "1" } else { "2" }
@@ -207,10 +210,14 @@ impl SearchFilters {
             w.clauses.push(format!("({main} OR {secondary})"));
         }
         let money = if pg { "CAST($::text AS NUMERIC(18, 2))" } else { "CAST($ AS DECIMAL(18, 2))" };
-        for (bound, op) in [(self.capital_from, ">="), (self.capital_to, "<=")] {
-            if let Some(cents) = bound {
-                w.eq(&company(pg, &format!("capital_social {op} {money}")), money_text(cents));
-            }
+        // A bound past what DECIMAL(18, 2) holds does not cast: every capital is below it.
+        match self.capital_from {
+            Some(cents) if cents > MAX_CAPITAL => w.clauses.push("FALSE".into()),
+            Some(cents) => w.eq(&company(pg, &format!("capital_social >= {money}")), money_text(cents)),
+            None => {}
+        }
+        if let Some(cents) = self.capital_to {
+            w.eq(&company(pg, &format!("capital_social <= {money}")), money_text(cents.min(MAX_CAPITAL)));
         }
         let yes_no = |value: bool, yes: &str, no: &str| if value { yes.to_owned() } else { no.to_owned() };
         if let Some(v) = self.has_email {
@@ -370,6 +377,14 @@ mod tests {
         let none = SearchFilters { city: Some("Nowhere".into()), ..Default::default() };
         let (clause, params) = none.sql(Dialect::DuckDb, |_| Vec::new());
         assert_eq!((clause.as_str(), params.len()), ("FROM estabelecimentos e WHERE FALSE", 0));
+    }
+
+    #[test]
+    fn capitals_past_the_decimal_are_clamped() {
+        let f = SearchFilters { capital_from: Some(u64::MAX), capital_to: Some(u64::MAX), ..Default::default() };
+        let (clause, params) = f.sql(Dialect::DuckDb, |_| Vec::new());
+        assert!(clause.contains("WHERE FALSE AND"), "{clause}");
+        assert_eq!(params, ["9999999999999999.99"]);
     }
 
     #[test]
