@@ -1,6 +1,6 @@
-//! The companies over HTTP (Bearer, rate-limited): `GET /api/v1/companies/search`,
-//! `GET /api/v1/companies/{cnpj}` (and its `/history`, answered by `crate::changes`, and its
-//! `/network`, by `crate::partners`),
+//! The companies over HTTP (Bearer, rate-limited): `GET /api/v1/companies/search` and its
+//! `/count`, `GET /api/v1/companies/{cnpj}` (and its `/history`, answered by `crate::changes`,
+//! and its `/network`, by `crate::partners`),
 //! `POST /api/v1/companies/batch`, `GET /api/v1/reference-data` and `GET /api/v1/cities`; and a
 //! company's page for people. What each endpoint answers (the whole JSON body) is one function,
 //! for its route, its MCP tool (`crate::mcp`) and the pages (`crate::site`) alike: one path for
@@ -32,6 +32,7 @@ pub fn routes(state: &Shared) -> Router<Shared> {
     let with_dataset = || middleware::from_fn_with_state(Arc::clone(state), server::with_dataset);
     let gets = Router::new()
         .route("/api/v1/companies/search", get(search_route).fallback(server::not_allowed("GET")))
+        .route("/api/v1/companies/count", get(count_route).fallback(server::not_allowed("GET")))
         .route(COMPANY_ROUTE, get(detail_route).fallback(server::not_allowed("GET")))
         .route("/api/v1/reference-data", get(reference_data_route).fallback(server::not_allowed("GET")))
         .route("/api/v1/cities", get(cities_route).fallback(server::not_allowed("GET")))
@@ -73,6 +74,13 @@ async fn search_route(
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
     search(&state, &caller, store, &params).await.map(Json)
+}
+
+async fn count_route(
+    Extension(Served { store, .. }): Extension<Served>,
+    params: Params,
+) -> Result<Json<Value>, ApiError> {
+    count(store, &params).await.map(Json)
 }
 
 async fn reference_data_route(
@@ -134,6 +142,19 @@ pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: 
     body.extend(pagination(total, page, per_page, records.len()));
     body.insert("data".into(), records.iter().map(|r| r.search_item()).collect());
     Ok(Value::Object(body))
+}
+
+/// GET /api/v1/companies/count: the total a search of the same filters would answer, free (the
+/// route's rate limit counts it), so that a query is sized before it is paid for.
+pub async fn count(store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
+    let filters = params::search_filters(params)?;
+    let too_broad = params::too_broad(params);
+    let total = blocking(move || match store.search_count(&filters) {
+        Err(StoreError::OverBudget) => Err(too_broad),
+        counted => Ok(counted?),
+    })
+    .await?;
+    Ok(json!({"success": true, "total": total}))
 }
 
 /// A company's page for people (`cnpj-pages`), for the CNPJ as sent: its batch record (the

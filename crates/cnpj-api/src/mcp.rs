@@ -93,6 +93,7 @@ pub struct Tools {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Endpoint {
     Search,
+    Count,
     Detail,
     Batch,
     History,
@@ -106,8 +107,9 @@ enum Endpoint {
 }
 
 impl Endpoint {
-    const ALL: [Endpoint; 11] = [
+    const ALL: [Endpoint; 12] = [
         Endpoint::Search,
+        Endpoint::Count,
         Endpoint::Detail,
         Endpoint::Batch,
         Endpoint::History,
@@ -128,6 +130,7 @@ impl Endpoint {
     fn name(self) -> &'static str {
         match self {
             Endpoint::Search => "search_companies",
+            Endpoint::Count => "count_companies",
             Endpoint::Detail => "get_company",
             Endpoint::Batch => "get_companies",
             Endpoint::History => "company_history",
@@ -145,7 +148,12 @@ impl Endpoint {
         match self {
             Endpoint::Search => {
                 "Search Brazilian companies (establishments) in the CNPJ registry: filters combine with AND, results \
-                 are ordered by CNPJ and paged (per_page up to 50). Costs 1 credit when the page has items."
+                 are ordered by CNPJ and paged (per_page up to 50); a code filter takes one code or up to 50, \
+                 comma-separated (any of them). Costs 1 credit when the page has items."
+            }
+            Endpoint::Count => {
+                "How many establishments a search_companies of the same filters would find (its total), to size a \
+                 query before paying for its pages. Free."
             }
             Endpoint::Detail => {
                 "One establishment's full record by CNPJ (14 characters), or a company's head office (8 characters, \
@@ -201,6 +209,7 @@ impl Endpoint {
     fn input_schema(self) -> Arc<JsonObject> {
         let schema = match self {
             Endpoint::Search => schema_for_input::<SearchArgs>(),
+            Endpoint::Count => schema_for_input::<CountArgs>(),
             Endpoint::Detail | Endpoint::History => schema_for_input::<CnpjArgs>(),
             Endpoint::Batch => schema_for_input::<BatchArgs>(),
             Endpoint::Changes => schema_for_input::<ChangesArgs>(),
@@ -238,6 +247,7 @@ impl Endpoint {
         let store = Arc::clone(&served.store);
         match self {
             Endpoint::Search => companies::search(state, caller, store, &query(args, &[])?).await,
+            Endpoint::Count => companies::count(store, &query(args, &[])?).await,
             Endpoint::Detail => {
                 companies::detail(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
             }
@@ -270,14 +280,15 @@ impl Endpoint {
     }
 }
 
-/// An argument as a query-string value: a string as sent, a number as its decimal text, `null`
-/// as absent; anything else is a 400 naming it.
+/// An argument as a query-string value: a string as sent, a number as its decimal text, a
+/// boolean as `true` or `false`, `null` as absent; anything else is a 400 naming it.
 fn text(name: &str, value: &Value) -> Result<Option<String>, ApiError> {
     match value {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
         Value::Number(n) => Ok(Some(n.to_string())),
-        _ => Err(ApiError::invalid(name, format!("The {name} must be a string or a number."))),
+        Value::Bool(b) => Ok(Some(b.to_string())),
+        _ => Err(ApiError::invalid(name, format!("The {name} must be a string, a number or a boolean."))),
     }
 }
 
@@ -302,7 +313,12 @@ fn required(args: &JsonObject, name: &str) -> Result<String, ApiError> {
 /// A tool's result: the REST body's `data` as structured content, and a line saying what it is.
 fn success(endpoint: Endpoint, mut body: Value) -> CallToolResult {
     let summary = summary(endpoint, &body);
-    let mut result = CallToolResult::structured(body["data"].take());
+    // A count has no `data`: its structured content is `{total}`.
+    let data = match endpoint {
+        Endpoint::Count => json!({"total": body["total"]}),
+        _ => body["data"].take(),
+    };
+    let mut result = CallToolResult::structured(data);
     result.content = vec![ContentBlock::text(summary)];
     result
 }
@@ -348,6 +364,7 @@ fn summary(endpoint: Endpoint, body: &Value) -> String {
             data["root"].as_str().unwrap_or_default(),
             if data["truncated"] == json!(true) { ", truncated at max_nodes" } else { "" }
         ),
+        Endpoint::Count => format!("{} companies (establishments) match.", body["total"]),
         Endpoint::Changes | Endpoint::WatchlistEvents => page("changes", body),
         Endpoint::Cities => page("cities", &body["pagination"]),
         Endpoint::Detail => format!(
@@ -442,6 +459,30 @@ enum Locale {
 #[derive(JsonSchema)]
 #[expect(dead_code, reason = "a schema only")]
 struct SearchArgs {
+    #[serde(flatten)]
+    filters: FilterArgs,
+    /// Page number, from 1.
+    #[schemars(range(min = 1, max = 4_294_967_295u64))]
+    page: Option<u64>,
+    /// Results per page, 1 to 50 (20 when not given).
+    #[schemars(range(min = 1, max = 50))]
+    per_page: Option<u64>,
+    locale: Option<Locale>,
+}
+
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct CountArgs {
+    #[serde(flatten)]
+    filters: FilterArgs,
+    locale: Option<Locale>,
+}
+
+/// The search's filters. A code filter takes one code or up to 50, comma-separated without
+/// spaces: any of them matches.
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct FilterArgs {
     /// Case- and accent-insensitive substring of the trading name (nome_fantasia) or the company
     /// name (razao_social).
     trading_name: Option<String>,
@@ -452,33 +493,47 @@ struct SearchArgs {
     cnpj: Option<String>,
     /// CEP prefix: 1 to 8 digits (01310 matches 01310100); masks accepted.
     zip_code: Option<String>,
-    /// Company size code: 01, 03 or 05 (00 not informed); see reference_data.
+    /// Company size codes: 01, 03 or 05 (00 not informed), one or a comma-separated list; see
+    /// reference_data.
     porte_empresa_code: Option<String>,
     /// Legacy alias of porte_empresa_code: both given must agree.
     company_size: Option<String>,
-    /// Main activity, a CNAE code of 7 digits (6 are left-padded); masks accepted (4751-2/01).
+    /// Main activity, CNAE codes of 7 digits (6 are left-padded), one or a comma-separated list;
+    /// masks accepted (4751-2/01).
     business_sector: Option<String>,
-    /// RFB municipality code (1 to 4 digits), as list_cities gives it; wins over city.
+    /// Main or any secondary activity, CNAE codes as business_sector.
+    any_sector: Option<String>,
+    /// RFB municipality codes (1 to 4 digits), as list_cities gives them, one or a
+    /// comma-separated list; wins over city.
     city_id: Option<String>,
     /// City name, case- and accent-insensitive equality (city_id is preferred).
     city: Option<String>,
-    /// Two-letter state code (UF), either case; EX abroad.
+    /// Two-letter state codes (UF), either case, one or a comma-separated list (SP,RJ); EX abroad.
     state: Option<String>,
     /// Opening date from, inclusive: YYYY-MM-DD.
     opening_date_from: Option<String>,
     /// Opening date to, inclusive: YYYY-MM-DD.
     opening_date_to: Option<String>,
-    /// Legal nature code: 3 or 4 digits; see reference_data.
+    /// Legal nature codes: 3 or 4 digits, one or a comma-separated list; see reference_data.
     nature_code: Option<String>,
-    /// Registration status code: 01 null, 02 active, 03 suspended, 04 unfit, 08 closed.
+    /// Registration status codes: 01 null, 02 active, 03 suspended, 04 unfit, 08 closed; one or a
+    /// comma-separated list.
     situacao_cadastral: Option<String>,
-    /// Page number, from 1.
-    #[schemars(range(min = 1, max = 4_294_967_295u64))]
-    page: Option<u64>,
-    /// Results per page, 1 to 50 (20 when not given).
-    #[schemars(range(min = 1, max = 50))]
-    per_page: Option<u64>,
-    locale: Option<Locale>,
+    /// The company's capital from, inclusive, in reais: digits and at most two decimals after a
+    /// point (100000 or 1000.50), no thousands separators.
+    capital_from: Option<String>,
+    /// The company's capital to, inclusive, in reais, as capital_from.
+    capital_to: Option<String>,
+    /// true: an email is served; false: none is.
+    has_email: Option<bool>,
+    /// true: a first or second phone number is served; false: neither is.
+    has_phone: Option<bool>,
+    /// true: the company opted for the Simples Nacional (now); false: it did not.
+    simples: Option<bool>,
+    /// true: the company opted for the MEI (now); false: it did not.
+    mei: Option<bool>,
+    /// true: head offices only; false: branches only.
+    head_office: Option<bool>,
 }
 
 #[derive(JsonSchema)]
@@ -581,7 +636,8 @@ mod tests {
         let Value::Object(args) = args else { panic!("arguments are an object") };
         let read = query(&args, &["cnpjs"]).and_then(|params| {
             let (page, per_page) = crate::params::pagination(&params)?;
-            Ok((page, per_page, crate::params::search_filters(&params)?.state))
+            let states = crate::params::search_filters(&params)?.state;
+            Ok((page, per_page, (!states.is_empty()).then(|| states.join(","))))
         });
         let named = read.map_err(|e| match e {
             ApiError::BadRequest(errors) => errors.keys().next().cloned().unwrap_or_default(),
@@ -594,6 +650,8 @@ mod tests {
     #[test]
     fn arguments_are_read_as_a_query_string() {
         check(json!({"state": "sp", "page": 2, "per_page": "5"}), Ok((2, 5, Some("SP"))));
+        check(json!({"state": "rj,SP", "has_email": true, "capital_from": 1000.5}), Ok((1, 20, Some("RJ,SP"))));
+        check(json!({"has_email": "yes"}), Err("has_email"));
         check(json!({"state": null, "cnpjs": ["11222333"], "unknown": 1}), Ok((1, 20, None)));
         check(json!({"per_page": 2.5}), Err("per_page"));
         check(json!({"page": 0}), Err("page"));

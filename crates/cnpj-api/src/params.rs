@@ -147,6 +147,11 @@ fn code(params: &Params, name: &str, code: Code) -> Result<Option<String>, ApiEr
     checked(params, name, |raw| code.parse(raw))
 }
 
+/// A search's code filter: one code or a list ([`filter::list`]); empty when absent.
+fn codes(params: &Params, name: &str, code: Code) -> Result<Vec<String>, ApiError> {
+    Ok(checked(params, name, |raw| filter::list(raw, |item| code.parse(item)))?.unwrap_or_default())
+}
+
 /// The `state` filter: two letters, upper-cased.
 fn state(params: &Params) -> Result<Option<String>, ApiError> {
     checked(params, "state", filter::state)
@@ -162,9 +167,8 @@ fn cnpj(params: &Params) -> Result<Option<CnpjQuery>, ApiError> {
     }
 }
 
-/// Every filter of GET /api/v1/companies/search, validated.
 /// The search endpoint's filters, text terms first.
-pub const SEARCH_FILTERS: [&str; 14] = [
+pub const SEARCH_FILTERS: [&str; 22] = [
     "trading_name",
     "neighborhood",
     "cnpj",
@@ -179,6 +183,14 @@ pub const SEARCH_FILTERS: [&str; 14] = [
     "opening_date_to",
     "nature_code",
     "situacao_cadastral",
+    "any_sector",
+    "capital_from",
+    "capital_to",
+    "has_email",
+    "has_phone",
+    "simples",
+    "mei",
+    "head_office",
 ];
 
 /// The filters of a search that ran past its budget to name in its 400: the text terms given
@@ -195,30 +207,41 @@ pub fn too_broad(params: &Params) -> ApiError {
     ApiError::BadRequest(named.into_iter().map(|name| (name.to_owned(), serde_json::json!([message]))).collect())
 }
 
+/// Every filter of GET /api/v1/companies/search (and of its count), validated: a code filter
+/// takes one value or a comma-separated list ([`filter::list`]).
 pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
     let cnpj = cnpj(params)?;
     let zip_prefix = checked(params, "zip_code", filter::zip_prefix)?;
-    let porte = code(params, "porte_empresa_code", Code::COMPANY_SIZE)?;
-    let size = code(params, "company_size", Code::COMPANY_SIZE)?;
-    if let (Some(a), Some(b)) = (&porte, &size)
-        && a != b
-    {
+    let porte = codes(params, "porte_empresa_code", Code::COMPANY_SIZE)?;
+    let size = codes(params, "company_size", Code::COMPANY_SIZE)?;
+    if !porte.is_empty() && !size.is_empty() && porte != size {
         return Err(ApiError::invalid("company_size", "company_size and porte_empresa_code disagree."));
     }
+    let capital_from = checked(params, "capital_from", filter::money)?;
+    let capital_to = checked(params, "capital_to", filter::money)?;
+    let flag = |name: &str| checked(params, name, filter::boolean);
     Ok(SearchFilters {
         cnpj,
-        business_sector: code(params, "business_sector", Code::BUSINESS_SECTOR)?,
-        city_id: code(params, "city_id", Code::CITY_ID)?,
+        business_sector: codes(params, "business_sector", Code::BUSINESS_SECTOR)?,
+        city_id: codes(params, "city_id", Code::CITY_ID)?,
         city: params.text("city")?.map(str::to_owned),
-        state: state(params)?,
-        porte: porte.or(size),
+        state: checked(params, "state", |raw| filter::list(raw, filter::state))?.unwrap_or_default(),
+        porte: if porte.is_empty() { size } else { porte },
         opening_from: checked(params, "opening_date_from", filter::date)?,
         opening_to: checked(params, "opening_date_to", filter::date)?,
         trading_name: params.text("trading_name")?.map(str::to_owned),
         neighborhood: params.text("neighborhood")?.map(str::to_owned),
         zip_prefix,
-        nature_code: code(params, "nature_code", Code::NATURE_CODE)?,
-        situacao: code(params, "situacao_cadastral", Code::SITUACAO_CADASTRAL)?,
+        nature_code: codes(params, "nature_code", Code::NATURE_CODE)?,
+        situacao: codes(params, "situacao_cadastral", Code::SITUACAO_CADASTRAL)?,
+        any_sector: codes(params, "any_sector", Code::BUSINESS_SECTOR)?,
+        capital_from,
+        capital_to,
+        has_email: flag("has_email")?,
+        has_phone: flag("has_phone")?,
+        simples: flag("simples")?,
+        mei: flag("mei")?,
+        head_office: flag("head_office")?,
     })
 }
 
@@ -383,22 +406,83 @@ mod tests {
                 ("situacao_cadastral", "2"),
             ],
             Ok(SearchFilters {
-                business_sector: Some("4751201".into()),
-                city_id: Some("0107".into()),
-                nature_code: Some("2062".into()),
-                situacao: Some("02".into()),
+                business_sector: vec!["4751201".into()],
+                city_id: vec!["0107".into()],
+                nature_code: vec!["2062".into()],
+                situacao: vec!["02".into()],
                 ..Default::default()
             }),
         );
         check(
             &[("zip_code", "01310-100"), ("state", "sp")],
-            Ok(SearchFilters { zip_prefix: Some("01310100".into()), state: Some("SP".into()), ..Default::default() }),
+            Ok(SearchFilters { zip_prefix: Some("01310100".into()), state: vec!["SP".into()], ..Default::default() }),
         );
-        check(&[("company_size", "1")], Ok(SearchFilters { porte: Some("01".into()), ..Default::default() }));
+        check(&[("company_size", "1")], Ok(SearchFilters { porte: vec!["01".into()], ..Default::default() }));
         check(
             &[("trading_name", " pio xii\u{3000}")],
             Ok(SearchFilters { trading_name: Some("pio xii".into()), ..Default::default() }),
         );
+    }
+
+    #[test]
+    fn code_filters_take_lists_and_the_new_filters_their_values() {
+        check(
+            &[
+                ("state", "sp,RJ,SP"),
+                ("city_id", "107,7107"),
+                ("situacao_cadastral", "2,02,8"),
+                ("company_size", "5,1"),
+                ("porte_empresa_code", "01,05"),
+                ("any_sector", "6201-5/01"),
+                ("capital_from", "100000"),
+                ("capital_to", "1000000.5"),
+                ("has_email", "true"),
+                ("has_phone", "false"),
+                ("simples", "true"),
+                ("mei", "false"),
+                ("head_office", "true"),
+            ],
+            Ok(SearchFilters {
+                state: vec!["RJ".into(), "SP".into()],
+                city_id: vec!["0107".into(), "7107".into()],
+                situacao: vec!["02".into(), "08".into()],
+                porte: vec!["01".into(), "05".into()],
+                any_sector: vec!["6201501".into()],
+                capital_from: Some(10_000_000),
+                capital_to: Some(100_000_050),
+                has_email: Some(true),
+                has_phone: Some(false),
+                simples: Some(true),
+                mei: Some(false),
+                head_office: Some(true),
+                ..Default::default()
+            }),
+        );
+        let fifty: Vec<String> = (1..=50).map(|n| n.to_string()).collect();
+        let mut padded: Vec<String> = fifty.iter().map(|n| format!("{n:0>4}")).collect();
+        padded.sort();
+        check(&[("city_id", &fifty.join(","))], Ok(SearchFilters { city_id: padded, ..Default::default() }));
+        let fifty_one = format!("{},51", fifty.join(","));
+        for (name, bad) in [
+            ("state", "SP,,RJ"),
+            ("state", "SP,"),
+            ("state", "SP, RJ"),
+            ("city_id", fifty_one.as_str()),
+            ("business_sector", "4751201,12"),
+            ("nature_code", ",2062"),
+            ("any_sector", "x"),
+            ("capital_from", "1.000,00"),
+            ("capital_to", "-1"),
+            ("capital_to", "1e6"),
+            ("has_email", "1"),
+            ("has_phone", "TRUE"),
+            ("simples", "S"),
+            ("mei", "no"),
+            ("head_office", "yes"),
+        ] {
+            check(&[(name, bad)], Err(name));
+        }
+        check(&[("company_size", "01,03"), ("porte_empresa_code", "03")], Err("company_size"));
     }
 
     #[test]
@@ -430,6 +514,14 @@ mod tests {
             "nature_code",
             "cnpj",
             "situacao_cadastral",
+            "any_sector",
+            "capital_from",
+            "capital_to",
+            "has_email",
+            "has_phone",
+            "simples",
+            "mei",
+            "head_office",
         ] {
             check(&[(name, "")], Err(name));
         }

@@ -29,6 +29,7 @@ pub fn endpoint(path: &str) -> &'static str {
     let rest = path.strip_prefix("/api/v1/").unwrap_or(path);
     match rest {
         "companies/search" => "search",
+        "companies/count" => "count",
         "companies/batch" => "batch",
         "changes" => "changes",
         "reference-data" => "reference-data",
@@ -121,6 +122,7 @@ mod tests {
         check("/api/v1/companies/11.222.333/0001-81", "detail");
         check("/api/v1/companies/11222333/history", "history");
         check("/api/v1/companies/search", "search");
+        check("/api/v1/companies/count", "count");
         check("/api/v1/companies/batch", "batch");
         check("/api/v1/account/usage", "account-usage");
         check("/mcp", "mcp");

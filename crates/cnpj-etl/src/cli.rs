@@ -251,27 +251,31 @@ pub struct RunExportArgs {
     pub export_partition_by: Option<String>,
 }
 
-/// The search filters of `GET /api/v1/companies/search`, with the API's names and validation.
+/// The search filters of `GET /api/v1/companies/search`, with the API's names and validation: a
+/// code filter takes one code or up to 50, comma-separated (any of them).
 #[derive(Debug, clap::Args)]
 pub struct FilterArgs {
     /// 14 characters: that establishment; 8: every establishment of the company.
     #[arg(long, value_parser = CnpjQuery::parse)]
     pub cnpj: Option<CnpjQuery>,
-    /// Main CNAE (7 digits, masks allowed: 4751-2/01).
-    #[arg(long, value_parser = |t: &str| Code::BUSINESS_SECTOR.parse(t))]
-    pub business_sector: Option<String>,
-    /// RFB municipality code (4 digits).
-    #[arg(long, value_parser = |t: &str| Code::CITY_ID.parse(t))]
-    pub city_id: Option<String>,
+    /// Main CNAEs (7 digits, masks allowed: 4751-2/01).
+    #[arg(long, value_parser = |t: &str| codes(t, Code::BUSINESS_SECTOR))]
+    pub business_sector: Option<Codes>,
+    /// Main or any secondary CNAEs.
+    #[arg(long, value_parser = |t: &str| codes(t, Code::BUSINESS_SECTOR))]
+    pub any_sector: Option<Codes>,
+    /// RFB municipality codes (4 digits).
+    #[arg(long, value_parser = |t: &str| codes(t, Code::CITY_ID))]
+    pub city_id: Option<Codes>,
     /// City name (case- and accent-insensitive equality); --city-id wins.
     #[arg(long, value_parser = text)]
     pub city: Option<String>,
-    /// Two-letter state (UF).
-    #[arg(long, value_parser = filter::state)]
-    pub state: Option<String>,
-    /// Company size code (00, 01, 03, 05).
-    #[arg(long, value_parser = |t: &str| Code::COMPANY_SIZE.parse(t))]
-    pub company_size: Option<String>,
+    /// Two-letter states (UF).
+    #[arg(long, value_parser = |t: &str| filter::list(t, filter::state).map(Codes))]
+    pub state: Option<Codes>,
+    /// Company size codes (00, 01, 03, 05).
+    #[arg(long, value_parser = |t: &str| codes(t, Code::COMPANY_SIZE))]
+    pub company_size: Option<Codes>,
     /// Opening date from (YYYY-MM-DD, inclusive).
     #[arg(long, value_parser = filter::date)]
     pub opening_date_from: Option<String>,
@@ -287,30 +291,68 @@ pub struct FilterArgs {
     /// CEP prefix (1 to 8 digits).
     #[arg(long, value_parser = filter::zip_prefix)]
     pub zip_code: Option<String>,
-    /// Legal nature code (4 digits).
-    #[arg(long, value_parser = |t: &str| Code::NATURE_CODE.parse(t))]
-    pub nature_code: Option<String>,
-    /// Registration status code (2 digits).
-    #[arg(long, value_parser = |t: &str| Code::SITUACAO_CADASTRAL.parse(t))]
-    pub situacao_cadastral: Option<String>,
+    /// Legal nature codes (4 digits).
+    #[arg(long, value_parser = |t: &str| codes(t, Code::NATURE_CODE))]
+    pub nature_code: Option<Codes>,
+    /// Registration status codes (2 digits).
+    #[arg(long, value_parser = |t: &str| codes(t, Code::SITUACAO_CADASTRAL))]
+    pub situacao_cadastral: Option<Codes>,
+    /// The company's capital from, in reais, inclusive (1000.50: a point, no thousands separators).
+    #[arg(long, value_parser = filter::money)]
+    pub capital_from: Option<u64>,
+    /// The company's capital to, in reais, inclusive.
+    #[arg(long, value_parser = filter::money)]
+    pub capital_to: Option<u64>,
+    /// true: with an email; false: without.
+    #[arg(long, value_parser = filter::boolean)]
+    pub has_email: Option<bool>,
+    /// true: with a first or second phone number; false: with neither.
+    #[arg(long, value_parser = filter::boolean)]
+    pub has_phone: Option<bool>,
+    /// true: the company opted for the Simples Nacional; false: it did not.
+    #[arg(long, value_parser = filter::boolean)]
+    pub simples: Option<bool>,
+    /// true: the company opted for the MEI; false: it did not.
+    #[arg(long, value_parser = filter::boolean)]
+    pub mei: Option<bool>,
+    /// true: head offices only; false: branches only.
+    #[arg(long, value_parser = filter::boolean)]
+    pub head_office: Option<bool>,
+}
+
+/// A code filter's values ([`filter::list`]).
+#[derive(Clone, Debug)]
+pub struct Codes(Vec<String>);
+
+fn codes(text: &str, code: Code) -> Result<Codes, FilterError> {
+    filter::list(text, |item| code.parse(item)).map(Codes)
 }
 
 impl FilterArgs {
     pub fn filters(self) -> cnpj_store::SearchFilters {
+        let values = |codes: Option<Codes>| codes.map(|c| c.0).unwrap_or_default();
         cnpj_store::SearchFilters {
             cnpj: self.cnpj,
-            business_sector: self.business_sector,
-            city_id: self.city_id,
+            business_sector: values(self.business_sector),
+            city_id: values(self.city_id),
             city: self.city,
-            state: self.state,
-            porte: self.company_size,
+            state: values(self.state),
+            porte: values(self.company_size),
             opening_from: self.opening_date_from,
             opening_to: self.opening_date_to,
             trading_name: self.trading_name,
             neighborhood: self.neighborhood,
             zip_prefix: self.zip_code,
-            nature_code: self.nature_code,
-            situacao: self.situacao_cadastral,
+            nature_code: values(self.nature_code),
+            situacao: values(self.situacao_cadastral),
+            any_sector: values(self.any_sector),
+            capital_from: self.capital_from,
+            capital_to: self.capital_to,
+            has_email: self.has_email,
+            has_phone: self.has_phone,
+            simples: self.simples,
+            mei: self.mei,
+            head_office: self.head_office,
         }
     }
 }
@@ -556,9 +598,9 @@ mod tests {
                 "2020-02-29",
             ],
             Ok(cnpj_store::SearchFilters {
-                state: Some("SP".into()),
-                business_sector: Some("4751201".into()),
-                city_id: Some("0107".into()),
+                state: vec!["SP".into()],
+                business_sector: vec!["4751201".into()],
+                city_id: vec!["0107".into()],
                 zip_prefix: Some("01310100".into()),
                 trading_name: Some("pio xii".into()),
                 opening_from: Some("2020-02-29".into()),
@@ -569,5 +611,18 @@ mod tests {
         check_filters(&["--neighborhood", " "], Err("must not be blank"));
         check_filters(&["--opening-date-to", "2021-02-29"], Err("must be a date YYYY-MM-DD from 1800 to 2100"));
         check_filters(&["--company-size", "123"], Err("must be a code of 1 to 2 digits"));
+        check_filters(
+            &["--state", "rj,SP", "--any-sector", "6201-5/01,4751201", "--capital-from", "1000.5", "--mei", "false"],
+            Ok(cnpj_store::SearchFilters {
+                state: vec!["RJ".into(), "SP".into()],
+                any_sector: vec!["4751201".into(), "6201501".into()],
+                capital_from: Some(100_050),
+                mei: Some(false),
+                ..Default::default()
+            }),
+        );
+        check_filters(&["--state", "SP,,RJ"], Err("must hold no empty value"));
+        check_filters(&["--capital-to", "1.000,00"], Err("must be reais"));
+        check_filters(&["--head-office", "yes"], Err("must be true or false"));
     }
 }

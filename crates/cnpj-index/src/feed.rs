@@ -15,7 +15,10 @@ use cnpj_model::rows::{EmpresaRow, EstabelecimentoRow, RegimeRow, SimplesRow, So
 use crate::IndexError;
 use crate::changes::{ChangeFile, Differ, Previous};
 use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
-use crate::search::{Field, HalfColumns, Postings, Table, UPPER, pack, write_index};
+use crate::search::{
+    CAPITAL_LIMIT, Field, Flag, HEAD_OFFICE, HalfColumns, Postings, Table, UPPER, capital_key, capital_range, pack,
+    write_index,
+};
 use crate::text::date_text;
 
 /// What the feeds have handed back, and how far the establishments are.
@@ -241,11 +244,34 @@ fn date_cell(days: Option<i32>) -> Option<String> {
 
 /// `"1061004829.23"` as DuckDB casts the DECIMAL(18, 2) it is stored as to text.
 fn decimal_cell(text: &Option<String>) -> Option<String> {
-    let text = text.as_deref()?;
-    let (negative, digits) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
-    let cents = digits.bytes().filter(u8::is_ascii_digit).fold(0i128, |n, d| n * 10 + i128::from(d - b'0'));
+    let (negative, cents) = cents(text.as_deref()?);
     let sign = if negative && cents != 0 { "-" } else { "" };
     Some(format!("{sign}{}.{:02}", cents / 100, cents % 100))
+}
+
+/// The sign and the cents of an amount as the normalizer writes it (`-1234.50`).
+fn cents(text: &str) -> (bool, i128) {
+    let (negative, digits) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
+    (negative, digits.bytes().filter(u8::is_ascii_digit).fold(0i128, |n, d| n * 10 + i128::from(d - b'0')))
+}
+
+/// The capital's keys of an amount: its order of magnitude, its first two digits and, unless it
+/// is the lowest amount of its first two digits, itself (that one's establishments are those of
+/// its two digits less the others': most capitals are round, and the exact table holds only the
+/// rest). None for an amount DECIMAL(18, 2) cannot hold (the load would have refused it).
+pub(crate) fn capital_keys(text: &str) -> Vec<(Table, String)> {
+    let (negative, cents) = cents(text);
+    let Some(cents) = i64::try_from(if negative { -cents } else { cents }).ok().filter(|c| c.abs() < CAPITAL_LIMIT)
+    else {
+        return Vec::new();
+    };
+    let mut keys = vec![(Table::CapitalOrdem, capital_key(capital_range(Table::CapitalOrdem, cents).0))];
+    let faixa = capital_range(Table::CapitalFaixa, cents).0;
+    keys.push((Table::CapitalFaixa, capital_key(faixa)));
+    if faixa != cents {
+        keys.push((Table::Capital, capital_key(cents)));
+    }
+    keys
 }
 
 fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ {
@@ -293,6 +319,21 @@ impl EstablishmentFeed<'_> {
         p.add(Table::Municipio, &r.municipio, ordinal);
         p.add(Table::Cnae, &r.cnae_fiscal, ordinal);
         p.add(Table::Situacao, &r.situacao_cadastral, ordinal);
+        // Head offices are most establishments: they are every establishment of no other key.
+        if r.matriz_filial != HEAD_OFFICE {
+            p.add(Table::Matriz, &r.matriz_filial, ordinal);
+        }
+        for code in r.cnaes_secundarios.split(',').filter(|c| !c.is_empty()) {
+            p.add(Table::Cnae2, code, ordinal);
+        }
+        let mut flag = |flag: Flag, on: bool| {
+            let (table, key) = flag.table_and_key();
+            if on {
+                p.add(table, key, ordinal);
+            }
+        };
+        flag(Flag::Email, !r.email.is_empty());
+        flag(Flag::Phone, !r.telefone_1.is_empty() || !r.telefone_2.is_empty());
         let mut day = 0u8;
         if let Some(date) = opened {
             // `YYYY-MM-DD`
@@ -495,6 +536,9 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
             let p = &mut self.postings;
             p.add_range(Table::Porte, &r.porte_empresa, ordinals.clone());
             p.add_range(Table::Natureza, &r.natureza_juridica, ordinals.clone());
+            for (table, key) in r.capital_social.as_deref().map(capital_keys).unwrap_or_default() {
+                p.add_range(table, &key, ordinals.clone());
+            }
             p.add_text(Field::Razao, &r.razao_social_fold, ordinals);
             p.settle();
             if p.bytes > self.writer.spill_bytes {
@@ -513,31 +557,37 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
     }
 }
 
+/// The establishments' company ranges, once the establishments are stored (the companies'
+/// and the Simples table's feeds carry company facts down to them).
+fn company_ranges(writer: &ServingWriter) -> Result<CompanyRanges, IndexError> {
+    let mut state = writer.state();
+    while state.establishments_over.is_none() {
+        state = writer.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+    }
+    if state.establishments_over == Some(false) {
+        return Err(IndexError::EstablishmentsFailed);
+    }
+    drop(state);
+    let mut files = Vec::new();
+    for half in [Part::Lower, Part::Upper] {
+        let path = writer.scratch("companies", half);
+        match File::open(&path) {
+            Ok(file) => files.push((path, BufReader::with_capacity(1 << 16, file))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(&path)(e)),
+        }
+    }
+    Ok(CompanyRanges { files, current: None })
+}
+
 impl Fed for EmpresaRow {
     /// Waits until the establishments are stored: their company ranges are read here.
     fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
-        let mut state = writer.state();
-        while state.establishments_over.is_none() {
-            state = writer.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
-        }
-        if state.establishments_over == Some(false) {
-            return Err(IndexError::EstablishmentsFailed);
-        }
-        drop(state);
-        let mut files = Vec::new();
-        for half in [Part::Lower, Part::Upper] {
-            let path = writer.scratch("companies", half);
-            match File::open(&path) {
-                Ok(file) => files.push((path, BufReader::with_capacity(1 << 16, file))),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_error(&path)(e)),
-            }
-        }
         Ok(Box::new(CompanyFeed {
             writer,
             lookup: writer.table(LookupTable::Companies, part)?,
             postings: Postings::default(),
-            ranges: CompanyRanges { files, current: None },
+            ranges: company_ranges(writer)?,
             cells: Vec::new(),
             differ: writer.differ(LookupTable::Companies, part, cut)?,
         }))
@@ -633,13 +683,40 @@ impl Feed<SocioRow> for GroupFeed<'_> {
     }
 }
 
-impl Feed<SimplesRow> for GroupFeed<'_> {
+/// The Simples table's feed: its lookup entries, and the companies' options carried down to
+/// their establishments.
+struct SimplesFeed<'a> {
+    group: GroupFeed<'a>,
+    postings: Postings,
+    ranges: CompanyRanges,
+}
+
+impl Feed<SimplesRow> for SimplesFeed<'_> {
     fn push(&mut self, r: &SimplesRow) -> Result<(), IndexError> {
-        self.push_cells(&r.cnpj_basico, [Some(r.opcao_simples.as_str()), Some(&r.opcao_mei)])
+        self.group.push_cells(&r.cnpj_basico, [Some(r.opcao_simples.as_str()), Some(&r.opcao_mei)])?;
+        let options = [(Flag::Simples, &r.opcao_simples), (Flag::Mei, &r.opcao_mei)];
+        if options.iter().any(|(_, o)| *o == "S")
+            && let Some(ordinals) = self.ranges.of(r.cnpj_basico.as_bytes())?
+        {
+            let p = &mut self.postings;
+            for (flag, option) in options {
+                if option == "S" {
+                    let (table, key) = flag.table_and_key();
+                    p.add_range(table, key, ordinals.clone());
+                }
+            }
+            p.settle();
+            if p.bytes > self.group.writer.spill_bytes {
+                self.group.writer.spill(&mut self.postings)?;
+            }
+        }
+        Ok(())
     }
 
     fn finish(self: Box<Self>) -> Result<(), IndexError> {
-        self.done()
+        let SimplesFeed { group, mut postings, .. } = *self;
+        group.writer.spill(&mut postings)?;
+        group.done()
     }
 }
 
@@ -660,8 +737,14 @@ impl Fed for SocioRow {
 }
 
 impl Fed for SimplesRow {
+    /// Waits until the establishments are stored, as the companies' feed does.
     fn feed(writer: &ServingWriter, part: Part, cut: [u8; 8]) -> Result<Box<dyn Feed<Self> + '_>, IndexError> {
-        Ok(Box::new(GroupFeed::create(writer, LookupTable::Simples, part, cut)?))
+        let ranges = company_ranges(writer)?;
+        Ok(Box::new(SimplesFeed {
+            group: GroupFeed::create(writer, LookupTable::Simples, part, cut)?,
+            postings: Postings::default(),
+            ranges,
+        }))
     }
 }
 
@@ -677,6 +760,22 @@ mod tests {
 
     fn check(capital: Option<&str>, expected: Option<&str>) {
         assert_eq!(decimal_cell(&capital.map(str::to_owned)).as_deref(), expected);
+    }
+
+    #[test]
+    fn capital_keys_hold_the_amount_at_three_precisions() {
+        let check = |text: &str, expected: &[i64]| {
+            let keys: Vec<String> = capital_keys(text).into_iter().map(|(_, key)| key).collect();
+            assert_eq!(keys, expected.iter().map(|&c| capital_key(c)).collect::<Vec<_>>(), "{text}");
+        };
+        check("12345.67", &[1_000_000, 1_200_000, 1_234_567]);
+        // Round amounts: their first two digits are exact.
+        check("12000.00", &[1_000_000, 1_200_000]);
+        check("0.00", &[0, 0]);
+        check("0.05", &[1, 5]);
+        check("-5.00", &[-CAPITAL_LIMIT, -CAPITAL_LIMIT, -500]);
+        check("9999999999999999.99", &[CAPITAL_LIMIT / 10, CAPITAL_LIMIT / 100 * 99, CAPITAL_LIMIT - 1]);
+        check("10000000000000000.00", &[]);
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub use history::{
     company_base, company_key, history_path,
 };
 pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
-pub use search::{Condition, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};
+pub use search::{Condition, Flag, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};
 
 /// What can go wrong writing the serving files, in any of their parts: the lookup file, the
 /// search index, the feeds and the comparison with the previous month.

@@ -20,8 +20,9 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
+pub use format::Flag;
 pub use format::UPPER;
-pub(crate) use format::{Field, Table, pack};
+pub(crate) use format::{CAPITAL_LIMIT, Field, HEAD_OFFICE, Table, capital_key, capital_range, pack};
 pub use plan::{Condition, Matches};
 pub use read::SearchIndex;
 pub(crate) use write::{HalfColumns, Postings, write_index};

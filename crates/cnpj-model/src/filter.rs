@@ -18,6 +18,66 @@ pub enum FilterError {
     ZipCode,
     #[error("must not be blank")]
     Blank,
+    #[error("must hold no empty value: write values between commas, without spaces")]
+    EmptyItem,
+    #[error("must hold at most {MAX_VALUES} comma-separated values")]
+    TooMany,
+    #[error("must be reais with at most two decimals after a point, without thousands separators (1000.50)")]
+    Money,
+    #[error("must be true or false")]
+    Boolean,
+}
+
+/// The most values a code filter's list holds.
+pub const MAX_VALUES: usize = 50;
+
+/// A code filter's value: one value, or up to [`MAX_VALUES`] separated by commas, each by `rule`
+/// (so that a space next to a comma breaks the rule as it does alone); the values, sorted, each
+/// once (`1,01` is one size code). An empty value (`SP,,RJ`, a trailing comma) is refused rather
+/// than skipped, and a value that breaks `rule` is refused with the rule's error.
+pub fn list(text: &str, rule: impl Fn(&str) -> Result<String, FilterError>) -> Result<Vec<String>, FilterError> {
+    let items: Vec<&str> = text.split(',').collect();
+    if items.len() > MAX_VALUES {
+        return Err(FilterError::TooMany);
+    }
+    if items.len() > 1 && items.iter().any(|item| item.is_empty()) {
+        return Err(FilterError::EmptyItem);
+    }
+    let mut values = items.into_iter().map(rule).collect::<Result<Vec<_>, _>>()?;
+    values.sort_unstable();
+    values.dedup();
+    Ok(values)
+}
+
+/// An amount of reais, as cents: digits, then optionally a point and one or two decimals
+/// (`1000`, `1000.5`, `1000.50`); no sign, no thousands separators (a comma would read as a
+/// list, and `1.000` as one real), at most 16 digits before the point (the capital is stored as
+/// DECIMAL(18, 2)).
+pub fn money(text: &str) -> Result<u64, FilterError> {
+    let (units, cents) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    let shaped = (1..=16).contains(&units.len()) && digits(units) && digits(cents);
+    let shaped = shaped && if text.contains('.') { (1..=2).contains(&cents.len()) } else { true };
+    if !shaped {
+        return Err(FilterError::Money);
+    }
+    let cents = format!("{cents:0<2}");
+    Ok(units.parse::<u64>().map_err(|_| FilterError::Money)? * 100
+        + cents.parse::<u64>().map_err(|_| FilterError::Money)?)
+}
+
+/// Cents as the decimal text SQL casts to DECIMAL(18, 2) (`100050` → `1000.50`).
+pub fn money_text(cents: u64) -> String {
+    format!("{}.{:02}", cents / 100, cents % 100)
+}
+
+/// A yes-or-no filter: `true` or `false`, as written.
+pub fn boolean(text: &str) -> Result<bool, FilterError> {
+    match text {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(FilterError::Boolean),
+    }
 }
 
 /// The form of a code filter: `min` to `width` digits, the mask characters `.`, `-` and `/`
@@ -121,6 +181,71 @@ mod tests {
         check(zip_prefix("-"), Err(FilterError::ZipCode));
         assert_eq!(text(" pio xii\u{3000}"), Ok("pio xii"));
         assert_eq!(text(" \t\u{a0}\u{1f}"), Err(FilterError::Blank));
+    }
+
+    fn check_list(text: &str, expected: Result<&[&str], FilterError>) {
+        let parsed = list(text, filter_state);
+        assert_eq!(parsed, expected.map(|v| v.iter().map(|s| (*s).to_owned()).collect()), "{text:?}");
+    }
+
+    fn filter_state(text: &str) -> Result<String, FilterError> {
+        state(text)
+    }
+
+    #[test]
+    fn lists() {
+        check_list("SP", Ok(&["SP"]));
+        check_list("rj,SP,sp", Ok(&["RJ", "SP"]));
+        check_list("SP,,RJ", Err(FilterError::EmptyItem));
+        check_list("SP,", Err(FilterError::EmptyItem));
+        check_list(",SP", Err(FilterError::EmptyItem));
+        check_list("", Err(FilterError::State));
+        check_list("SP, RJ", Err(FilterError::State));
+        check_list("SP,R1", Err(FilterError::State));
+        let fifty = vec!["SP"; 50].join(",");
+        check_list(&fifty, Ok(&["SP"]));
+        check_list(&format!("{fifty},RJ"), Err(FilterError::TooMany));
+        let sizes = list("1,01,5", |t| Code::COMPANY_SIZE.parse(t));
+        assert_eq!(sizes, Ok(vec!["01".to_owned(), "05".to_owned()]));
+    }
+
+    #[test]
+    fn money_and_booleans() {
+        let check = |text: &str, expected: Result<u64, FilterError>| assert_eq!(money(text), expected, "{text:?}");
+        check("1000", Ok(100_000));
+        check("1000.5", Ok(100_050));
+        check("1000.50", Ok(100_050));
+        check("0", Ok(0));
+        check("0.01", Ok(1));
+        check("9999999999999999.99", Ok(999_999_999_999_999_999));
+        for bad in ["", ".", "1.", ".5", "1.000", "1,000", "1,5", "-5", "+5", " 5", "1e3", "10000000000000000", "１"] {
+            check(bad, Err(FilterError::Money));
+        }
+        assert_eq!(money_text(100_050), "1000.50");
+        assert_eq!(money_text(7), "0.07");
+        assert_eq!(boolean("true"), Ok(true));
+        assert_eq!(boolean("false"), Ok(false));
+        for bad in ["True", "1", "yes", " true", ""] {
+            assert_eq!(boolean(bad), Err(FilterError::Boolean), "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A list reads as the set of its values: any order, any repeats, the same answer.
+        #[test]
+        fn a_list_is_the_set_of_its_values(codes in proptest::collection::vec(1u32..100, 1..49), rotate in 0usize..50) {
+            let text: Vec<String> = codes.iter().map(|c| c.to_string()).collect();
+            let mut shuffled = text.clone();
+            shuffled.rotate_left(rotate % text.len());
+            shuffled.push(text[0].clone());
+            let rule = |t: &str| Code::CITY_ID.parse(t);
+            let (a, b) = (list(&text.join(","), rule).unwrap(), list(&shuffled.join(","), rule).unwrap());
+            proptest::prop_assert_eq!(&a, &b);
+            let mut expected: Vec<String> = codes.iter().map(|c| format!("{c:04}")).collect();
+            expected.sort();
+            expected.dedup();
+            proptest::prop_assert_eq!(a, expected);
+        }
     }
 
     #[test]

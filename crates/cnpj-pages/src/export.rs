@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
 use crate::registry::{Pairs, Refusal};
-use crate::search::{Activity, MAX_FIELD, filters, label_of, query};
+use crate::search::{Activity, MAX_FIELD, chosen_code, filters, label_of, query};
 use crate::{Common, Fields, Lang, Pages, Visit, blocking, see_other, show};
 
 /// The most rows of an export.
@@ -40,7 +40,7 @@ pub(crate) struct ExportPage {
 /// all of them (up to `MAX_ROWS`) when not given, else plain digits from 1 to `MAX_ROWS`
 /// (`None`: anything else).
 fn asked(fields: &Fields) -> (Pairs, Option<u64>) {
-    let code = fields.text("business_sector", 20);
+    let code = chosen_code(fields);
     let activity = if code.is_empty() { Activity::Any } else { Activity::Code(code) };
     let written = fields.get("rows").unwrap_or("").trim();
     let rows = match written.parse::<u64>() {

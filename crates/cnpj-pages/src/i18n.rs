@@ -536,6 +536,28 @@ const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
         ],
     ),
     ("neighborhood", ["Bairro", "Neighbourhood", "Barrio"]),
+    (
+        "secondary_too",
+        [
+            "Também entre as atividades secundárias",
+            "Among the secondary activities too",
+            "También entre las actividades secundarias",
+        ],
+    ),
+    ("capital_from", ["Capital social a partir de (R$)", "Share capital from (R$)", "Capital social desde (R$)"]),
+    ("capital_to", ["Capital social até (R$)", "Share capital up to (R$)", "Capital social hasta (R$)"]),
+    (
+        "capital_hint",
+        [
+            "Em reais, com ponto antes dos centavos e sem separador de milhar (100000 ou 1500.50).",
+            "In reais, a point before the cents and no thousands separator (100000 or 1500.50).",
+            "En reales, con punto antes de los centavos y sin separador de miles (100000 o 1500.50).",
+        ],
+    ),
+    ("has_email", ["Com e-mail", "With an email", "Con correo electrónico"]),
+    ("has_phone", ["Com telefone", "With a phone number", "Con teléfono"]),
+    ("head_office", ["Matriz", "Head office", "Casa matriz"]),
+    ("mei", ["Optante pelo MEI", "Opted for the MEI", "Optante por el MEI"]),
     ("cep", ["CEP", "Postal code (CEP)", "Código postal (CEP)"]),
     (
         "cep_hint",

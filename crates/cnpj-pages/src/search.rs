@@ -1,6 +1,7 @@
 //! `/search`, for people logged in: every filter of `GET /api/v1/companies/search` as a form (the
 //! state and the city picked from the served cities, the activity by its code or by words of its
-//! description, the other codes from the reference data), answered by the registry as that
+//! description, among the main activities or the secondary ones too, the other codes from the
+//! reference data, the capital, and the yes-or-no filters), answered by the registry as that
 //! endpoint answers and charged to the person as it charges; the results as a table with the exact
 //! total and pages, each row linking to its company, and a link to export them.
 
@@ -16,8 +17,9 @@ use crate::registry::{Pairs, Refusal, Registry};
 use crate::{Common, Fields, Lang, Pages, Visit, see_other, show};
 
 /// The search's filters the form sends as typed, by their API names (the activity's words are
-/// resolved to `business_sector`), with the key of each one's label.
-pub(crate) const TYPED: [(&str, &str); 11] = [
+/// resolved to `business_sector`, or `any_sector` with the secondary activities), with the key
+/// of each one's label.
+pub(crate) const TYPED: [(&str, &str); 18] = [
     ("state", "state"),
     ("city_id", "city"),
     ("situacao_cadastral", "reg_status"),
@@ -29,7 +31,17 @@ pub(crate) const TYPED: [(&str, &str); 11] = [
     ("neighborhood", "neighborhood"),
     ("zip_code", "cep"),
     ("cnpj", "cnpj"),
+    ("capital_from", "capital_from"),
+    ("capital_to", "capital_to"),
+    ("has_email", "has_email"),
+    ("has_phone", "has_phone"),
+    ("head_office", "head_office"),
+    ("simples", "simples"),
+    ("mei", "mei"),
 ];
+
+/// The yes-or-no filters, by their API names (the key of each one's label too).
+const FLAGS: [&str; 5] = ["has_email", "has_phone", "head_office", "simples", "mei"];
 
 /// The longest value taken of a field.
 pub(crate) const MAX_FIELD: usize = 200;
@@ -61,6 +73,10 @@ pub(crate) struct Form {
     pub activity_note: Option<String>,
     /// The typed fields by name (`trading_name`, …), as typed.
     pub typed: Vec<(&'static str, String)>,
+    /// Whether the activity is searched among the secondary activities too (`any_sector`).
+    pub secondary: bool,
+    /// The yes-or-no filters: name, label and their options (any, yes, no).
+    pub flags: Vec<(&'static str, String, Vec<Choice>)>,
     /// Each refused parameter: its label and the API's message.
     pub invalid: Vec<(String, String)>,
     /// The filters searched, in a line (the form folds under it once there are results).
@@ -159,8 +175,8 @@ fn activity(typed: &str, chosen: &str, matches: &[&CodeLabel]) -> Activity {
     }
 }
 
-/// The search's parameters from a form or a link: the typed filters given, the activity's code
-/// when it has one, then `extra` (the page, its size).
+/// The search's parameters from a form or a link: the typed filters given, then the activity's
+/// code when it has one (as `any_sector` when the secondary activities are asked too).
 pub(crate) fn filters(fields: &Fields, activity: &Activity) -> Pairs {
     let mut pairs: Pairs = TYPED
         .iter()
@@ -168,9 +184,22 @@ pub(crate) fn filters(fields: &Fields, activity: &Activity) -> Pairs {
         .filter(|(_, value)| !value.is_empty())
         .collect();
     if let Activity::Code(code) = activity {
-        pairs.push(("business_sector".to_owned(), code.clone()));
+        let name = if secondary(fields) { "any_sector" } else { "business_sector" };
+        pairs.push((name.to_owned(), code.clone()));
     }
     pairs
+}
+
+/// Whether the activity is asked among the secondary activities too: the form's box, or a link's
+/// `any_sector`.
+fn secondary(fields: &Fields) -> bool {
+    fields.get("secondary").is_some() || !fields.text("any_sector", 20).is_empty()
+}
+
+/// The activity's code as chosen or carried by a link (`business_sector` or `any_sector`).
+pub(crate) fn chosen_code(fields: &Fields) -> String {
+    let code = fields.text("business_sector", 20);
+    if code.is_empty() { fields.text("any_sector", 20) } else { code }
 }
 
 /// A query string of `pairs`.
@@ -217,7 +246,11 @@ fn form(
         .map(|code| (code.clone(), coded(code, &registry.label(lang.locale(), "porte_empresa", code))));
     let natures = reference.legal_natures.iter().map(|n| (n.code.clone(), coded(&n.code, &n.description)));
     let per_page = value("per_page");
-    let chosen = value("business_sector");
+    let chosen = chosen_code(fields);
+    let yes_no = |name: &str| {
+        let options = [("true", "yes"), ("false", "no")].map(|(v, key)| (v.to_owned(), lang.t(key).to_owned()));
+        choices(lang, options, &value(name))
+    };
     Form {
         states: choices(lang, states, &state),
         cities,
@@ -237,6 +270,8 @@ fn form(
         },
         activity_note: None,
         typed: TYPED.iter().skip(5).map(|(name, _)| (*name, value(name))).collect(),
+        secondary: secondary(fields),
+        flags: FLAGS.iter().map(|name| (*name, lang.t(name).to_owned(), yes_no(name))).collect(),
         invalid: Vec::new(),
         summary: String::new(),
     }
@@ -253,7 +288,7 @@ pub(crate) async fn page(State(pages): State<Pages>, visit: Visit, RawQuery(raw)
     let reference = registry.reference_data(lang.locale());
     let typed = fields.text("activity", MAX_FIELD);
     let matches = matching(&typed, &reference.business_sectors);
-    let asked = activity(&typed, &fields.text("business_sector", 20), &matches);
+    let asked = activity(&typed, &chosen_code(&fields), &matches);
     let mut form = form(lang, registry, &reference, &fields, &matches);
     form.activity_note = match asked {
         Activity::Choose => Some(format!("{} {}", show::count(lang, matches.len() as u64), lang.t("activities_match"))),
@@ -320,7 +355,7 @@ async fn search(
 /// The label of a search parameter as the form names it.
 pub(crate) fn label_of(lang: Lang, param: &str) -> String {
     let key = match param {
-        "business_sector" => "activity",
+        "business_sector" | "any_sector" => "activity",
         "page" | "per_page" => "per_page",
         other => TYPED.iter().find(|(name, _)| *name == other).map_or(other, |(_, key)| key),
     };
@@ -389,6 +424,27 @@ mod tests {
         let sectors = sectors();
         let matches = matching(typed, &sectors);
         assert_eq!(activity(typed, chosen, &matches), expected, "{typed:?} {chosen:?}");
+    }
+
+    fn check_filters(query: &str, expected: &[(&str, &str)]) {
+        let fields = Fields::parse(query.as_bytes());
+        let asked = activity(&fields.text("activity", MAX_FIELD), &chosen_code(&fields), &[]);
+        let pairs = filters(&fields, &asked);
+        let expected: Vec<(String, String)> = expected.iter().map(|(n, v)| ((*n).into(), (*v).into())).collect();
+        assert_eq!(pairs, expected, "{query}");
+    }
+
+    #[test]
+    fn the_activity_among_the_secondary_ones_and_the_new_filters() {
+        check_filters("activity=4711-3/02", &[("business_sector", "4711-3/02")]);
+        check_filters("activity=4711-3/02&secondary=1", &[("any_sector", "4711-3/02")]);
+        // A link carries the code as the search asked it.
+        check_filters("any_sector=4711302", &[("any_sector", "4711302")]);
+        check_filters("business_sector=4711302", &[("business_sector", "4711302")]);
+        check_filters(
+            "has_email=true&mei=&head_office=false&capital_from=1000&state=SP",
+            &[("state", "SP"), ("capital_from", "1000"), ("has_email", "true"), ("head_office", "false")],
+        );
     }
 
     #[test]

@@ -398,29 +398,41 @@ fn files(root: &Path, dir: &Path) -> Result<Vec<ExportedFile>, ExportError> {
     Ok(out)
 }
 
-/// The filters given, by the API's names.
+/// The filters given, by the API's names, each value as its query string writes it (a list
+/// comma-separated, an amount in reais, `true` or `false`).
 fn filters_json(f: &SearchFilters) -> serde_json::Map<String, serde_json::Value> {
     let cnpj = f.cnpj.as_ref().map(|q| match q {
         cnpj_model::CnpjQuery::Full(c) => c.as_str().to_owned(),
         q @ cnpj_model::CnpjQuery::Basico(_) => q.basico().to_owned(),
     });
+    let list = |values: &[String]| (!values.is_empty()).then(|| values.join(","));
+    let money = |cents: Option<u64>| cents.map(cnpj_model::filter::money_text);
+    let flag = |value: Option<bool>| value.map(|v| v.to_string());
     [
-        ("cnpj", &cnpj),
-        ("business_sector", &f.business_sector),
-        ("city_id", &f.city_id),
-        ("city", &f.city),
-        ("state", &f.state),
-        ("company_size", &f.porte),
-        ("opening_date_from", &f.opening_from),
-        ("opening_date_to", &f.opening_to),
-        ("trading_name", &f.trading_name),
-        ("neighborhood", &f.neighborhood),
-        ("zip_code", &f.zip_prefix),
-        ("nature_code", &f.nature_code),
-        ("situacao_cadastral", &f.situacao),
+        ("cnpj", cnpj),
+        ("business_sector", list(&f.business_sector)),
+        ("any_sector", list(&f.any_sector)),
+        ("city_id", list(&f.city_id)),
+        ("city", f.city.clone()),
+        ("state", list(&f.state)),
+        ("company_size", list(&f.porte)),
+        ("opening_date_from", f.opening_from.clone()),
+        ("opening_date_to", f.opening_to.clone()),
+        ("trading_name", f.trading_name.clone()),
+        ("neighborhood", f.neighborhood.clone()),
+        ("zip_code", f.zip_prefix.clone()),
+        ("nature_code", list(&f.nature_code)),
+        ("situacao_cadastral", list(&f.situacao)),
+        ("capital_from", money(f.capital_from)),
+        ("capital_to", money(f.capital_to)),
+        ("has_email", flag(f.has_email)),
+        ("has_phone", flag(f.has_phone)),
+        ("simples", flag(f.simples)),
+        ("mei", flag(f.mei)),
+        ("head_office", flag(f.head_office)),
     ]
     .into_iter()
-    .filter_map(|(name, value)| value.as_ref().map(|v| (name.to_owned(), serde_json::Value::String(v.clone()))))
+    .filter_map(|(name, value)| value.map(|v| (name.to_owned(), serde_json::Value::String(v))))
     .collect()
 }
 
@@ -437,13 +449,16 @@ mod tests {
         check(SearchFilters::default(), serde_json::json!({}));
         check(
             SearchFilters {
-                state: Some("SP".into()),
-                porte: Some("01".into()),
+                state: vec!["RJ".into(), "SP".into()],
+                porte: vec!["01".into()],
                 zip_prefix: Some("0131".into()),
                 cnpj: Some(cnpj_model::CnpjQuery::parse("11.222.333").unwrap()),
+                capital_to: Some(100_050),
+                simples: Some(false),
                 ..Default::default()
             },
-            serde_json::json!({"cnpj": "11222333", "state": "SP", "company_size": "01", "zip_code": "0131"}),
+            serde_json::json!({"cnpj": "11222333", "state": "RJ,SP", "company_size": "01", "zip_code": "0131",
+                "capital_to": "1000.50", "simples": "false"}),
         );
     }
 

@@ -464,6 +464,39 @@ impl Store {
         found
     }
 
+    /// How many establishments match `filters` (the total of [`Store::search`], without a page):
+    /// from the search index when it can answer, else by SQL within the search budget. Counted
+    /// as searches are.
+    pub fn search_count(&self, filters: &SearchFilters) -> Result<u64, StoreError> {
+        if let Some(index) = &self.search {
+            let conditions = filters.conditions(|name| self.city_codes(name));
+            match index.matches(&conditions) {
+                Ok(Some(matches)) => {
+                    metrics::counter!("cnpj_searches_total", "answered_by" => "index").increment(1);
+                    return Ok(matches.len());
+                }
+                Ok(None) => {}
+                Err(error) => tracing::error!(%error, "the search index failed: counting by SQL"),
+            }
+        }
+        let deadline = std::time::Instant::now() + self.limits.search_budget;
+        let counted = self.count_by_sql(filters, deadline);
+        match &counted {
+            Ok(_) => metrics::counter!("cnpj_searches_total", "answered_by" => "sql").increment(1),
+            Err(StoreError::OverBudget) => metrics::counter!("cnpj_searches_over_budget_total").increment(1),
+            Err(_) => {}
+        }
+        counted
+    }
+
+    /// The number of matches by SQL, stopped at `deadline`.
+    fn count_by_sql(&self, filters: &SearchFilters, deadline: std::time::Instant) -> Result<u64, StoreError> {
+        let (from, params) = filters.sql(self.backend.dialect(), |name| self.city_codes(name));
+        let count = format!("SELECT CAST(count(*) AS VARCHAR) {from}");
+        let count = self.backend.rows_within("search count", &count, &params, deadline)?;
+        Ok(count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0))
+    }
+
     /// [`Store::search`] on the search index alone: `None` without an index or when the index
     /// cannot answer (see `search_indexed`).
     pub fn search_by_index(
@@ -515,10 +548,8 @@ impl Store {
         locale: Locale,
     ) -> Result<(u64, Vec<DetailRecord>), StoreError> {
         let deadline = std::time::Instant::now() + self.limits.search_budget;
+        let total = self.count_by_sql(filters, deadline)?;
         let (from, params) = filters.sql(self.backend.dialect(), |name| self.city_codes(name));
-        let count = format!("SELECT CAST(count(*) AS VARCHAR) {from}");
-        let count = self.backend.rows_within("search count", &count, &params, deadline)?;
-        let total: u64 = count.first().map(|r| text(r, 0)).unwrap_or_default().parse().unwrap_or(0);
         let offset = page.saturating_sub(1).saturating_mul(per_page);
         if offset >= total {
             return Ok((total, Vec::new()));

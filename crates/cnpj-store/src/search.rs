@@ -1,23 +1,26 @@
 //! Company search: filters combined with AND, ordered by CNPJ, paginated.
 
-use cnpj_index::Condition;
+use cnpj_index::{Condition, Flag};
+use cnpj_model::filter::money_text;
 use cnpj_model::{CnpjQuery, fold};
 
 use crate::backend::Dialect;
 
-/// Validated search filters; text filters are kept as given and folded here.
+/// Validated search filters; text filters are kept as given and folded here. A code filter is a
+/// list of values, any of which matches (empty: not given); the lists and the filters combine
+/// with AND.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SearchFilters {
     pub cnpj: Option<CnpjQuery>,
-    /// 7-digit CNAE.
-    pub business_sector: Option<String>,
-    /// 4-digit RFB municipality code.
-    pub city_id: Option<String>,
+    /// 7-digit CNAEs, of the main activity.
+    pub business_sector: Vec<String>,
+    /// 4-digit RFB municipality codes.
+    pub city_id: Vec<String>,
     /// City name (equality after folding); ignored when `city_id` is given.
     pub city: Option<String>,
-    pub state: Option<String>,
-    /// 2-digit size code.
-    pub porte: Option<String>,
+    pub state: Vec<String>,
+    /// 2-digit size codes.
+    pub porte: Vec<String>,
     /// `YYYY-MM-DD`, inclusive.
     pub opening_from: Option<String>,
     pub opening_to: Option<String>,
@@ -25,10 +28,34 @@ pub struct SearchFilters {
     pub neighborhood: Option<String>,
     /// Digits: a prefix of the CEP.
     pub zip_prefix: Option<String>,
-    /// 4-digit legal nature code.
-    pub nature_code: Option<String>,
-    /// 2-digit registration status code.
-    pub situacao: Option<String>,
+    /// 4-digit legal nature codes.
+    pub nature_code: Vec<String>,
+    /// 2-digit registration status codes.
+    pub situacao: Vec<String>,
+    /// 7-digit CNAEs, of the main activity or any secondary one.
+    pub any_sector: Vec<String>,
+    /// The company's capital from, in cents, inclusive.
+    pub capital_from: Option<u64>,
+    /// The company's capital to, in cents, inclusive.
+    pub capital_to: Option<u64>,
+    /// An email served (true) or none (false).
+    pub has_email: Option<bool>,
+    /// A first or second phone number served (true) or neither (false).
+    pub has_phone: Option<bool>,
+    /// The company opted for the Simples Nacional (`S` now), or not.
+    pub simples: Option<bool>,
+    /// The company opted for the MEI (`S` now), or not.
+    pub mei: Option<bool>,
+    /// Head offices (true) or branches (false).
+    pub head_office: Option<bool>,
+}
+
+/// The largest capital DECIMAL(18, 2) holds, in cents.
+const MAX_CAPITAL: u64 = 999_999_999_999_999_999;
+
+/// The `matriz_filial` code of a head office and of a branch.
+fn matriz_code(head_office: bool) -> &'static str {
+    if head_office { "1" } else { "2" }
 }
 
 /// `term` with LIKE's own characters escaped (`\` is Postgres' default escape).
@@ -48,7 +75,7 @@ impl SearchFilters {
     /// `city_codes` resolves a city name to its codes.
     pub(crate) fn conditions(&self, city_codes: impl Fn(&str) -> Vec<String>) -> Vec<Condition> {
         let mut out = Vec::new();
-        let any = |table: &'static str, value: &String| Condition::AnyOf { table, values: vec![value.clone()] };
+        let any = |table: &'static str, values: &[String]| Condition::AnyOf { table, values: values.to_vec() };
         match &self.cnpj {
             Some(CnpjQuery::Full(c)) => out.push(Condition::Cnpj(c.as_str().to_owned())),
             Some(q @ CnpjQuery::Basico(_)) => out.push(Condition::Cnpj(q.basico().to_owned())),
@@ -61,7 +88,9 @@ impl SearchFilters {
             ("natureza", &self.nature_code),
             ("situacao", &self.situacao),
         ];
-        out.extend(equal.into_iter().filter_map(|(table, value)| value.as_ref().map(|v| any(table, v))));
+        out.extend(
+            equal.into_iter().filter(|(_, values)| !values.is_empty()).map(|(table, values)| any(table, values)),
+        );
         if self.opening_from.is_some() || self.opening_to.is_some() {
             out.push(Condition::Opening { from: self.opening_from.clone(), to: self.opening_to.clone() });
         }
@@ -74,10 +103,30 @@ impl SearchFilters {
         if let Some(term) = &self.neighborhood {
             out.push(Condition::Term { table: "bairro", folded: fold(term) });
         }
-        match (&self.city_id, &self.city) {
-            (Some(id), _) => out.push(any("municipio", id)),
-            (None, Some(name)) => out.push(Condition::AnyOf { table: "municipio", values: city_codes(name) }),
-            (None, None) => {}
+        match (self.city_id.as_slice(), &self.city) {
+            ([], None) => {}
+            ([], Some(name)) => out.push(Condition::AnyOf { table: "municipio", values: city_codes(name) }),
+            (ids, _) => out.push(any("municipio", ids)),
+        }
+        if !self.any_sector.is_empty() {
+            out.push(Condition::Sector(self.any_sector.clone()));
+        }
+        if self.capital_from.is_some() || self.capital_to.is_some() {
+            out.push(Condition::Capital { from: self.capital_from, to: self.capital_to });
+        }
+        let flags = [
+            (Flag::Email, self.has_email),
+            (Flag::Phone, self.has_phone),
+            (Flag::Simples, self.simples),
+            (Flag::Mei, self.mei),
+        ];
+        for (flag, value) in flags {
+            if let Some(value) = value {
+                out.push(Condition::Flag { flag, value });
+            }
+        }
+        if let Some(head) = self.head_office {
+            out.push(Condition::HeadOffice(head));
         }
         out
     }
@@ -93,9 +142,9 @@ impl SearchFilters {
         let mut w = Where::default();
         self.codes_and_dates_sql(&mut w, pg);
         self.text_sql(&mut w, pg);
-        match (&self.city_id, &self.city) {
-            (Some(id), _) => w.eq("e.municipio = $", id.clone()),
-            (None, Some(name)) => {
+        match (self.city_id.as_slice(), &self.city) {
+            ([], None) => {}
+            ([], Some(name)) => {
                 let codes = city_codes(name);
                 if codes.is_empty() {
                     w.clauses.push("FALSE".into());
@@ -105,8 +154,9 @@ impl SearchFilters {
                     w.params.extend(codes);
                 }
             }
-            (None, None) => {}
+            (ids, _) => w.any("e.municipio", ids),
         }
+        self.company_facts_sql(&mut w, pg);
         let from = if pg {
             "FROM estabelecimentos e LEFT JOIN empresas c ON c.cnpj_basico = e.cnpj_basico"
         } else {
@@ -123,14 +173,11 @@ impl SearchFilters {
             Some(q @ CnpjQuery::Basico(_)) => w.eq("e.cnpj_basico = $", q.basico().to_owned()),
             None => {}
         }
-        if let Some(v) = &self.business_sector {
-            w.eq("e.cnae_fiscal = $", v.clone());
-        }
-        if let Some(v) = &self.state {
-            w.eq("e.uf = $", v.clone());
-        }
-        if let Some(v) = &self.porte {
-            w.eq(&company(pg, "porte_empresa = $"), v.clone());
+        w.any("e.cnae_fiscal", &self.business_sector);
+        w.any("e.uf", &self.state);
+        if !self.porte.is_empty() {
+            let test = w.test("porte_empresa", &self.porte);
+            w.clauses.push(company(pg, &test));
         }
         let date = if pg { "CAST($::text AS DATE)" } else { "CAST($ AS DATE)" };
         if let Some(v) = &self.opening_from {
@@ -139,11 +186,60 @@ impl SearchFilters {
         if let Some(v) = &self.opening_to {
             w.eq(&format!("e.data_inicio_atividade <= {date}"), v.clone());
         }
-        if let Some(v) = &self.nature_code {
-            w.eq(&company(pg, "natureza_juridica = $"), v.clone());
+        if !self.nature_code.is_empty() {
+            let test = w.test("natureza_juridica", &self.nature_code);
+            w.clauses.push(company(pg, &test));
         }
-        if let Some(v) = &self.situacao {
-            w.eq("e.situacao_cadastral = $", v.clone());
+        w.any("e.situacao_cadastral", &self.situacao);
+    }
+
+    /// The secondary activities, the capital, the contacts, the tax options and the head office.
+    fn company_facts_sql(&self, w: &mut Where, pg: bool) {
+        if !self.any_sector.is_empty() {
+            let main = w.test("e.cnae_fiscal", &self.any_sector);
+            // The same parameters again, as a list literal.
+            let first = w.params.len() - self.any_sector.len();
+            let list: Vec<String> = (first + 1..=w.params.len())
+                .map(|n| if pg { format!("${n}::text") } else { format!("CAST(${n} AS VARCHAR)") })
+                .collect();
+            let secondary = if pg {
+                format!("e.cnaes_secundarios && ARRAY[{}]", list.join(", "))
+            } else {
+                format!("list_has_any(e.cnaes_secundarios, [{}])", list.join(", "))
+            };
+            w.clauses.push(format!("({main} OR {secondary})"));
+        }
+        let money = if pg { "CAST($::text AS NUMERIC(18, 2))" } else { "CAST($ AS DECIMAL(18, 2))" };
+        // A bound past what DECIMAL(18, 2) holds does not cast: every capital is below it.
+        match self.capital_from {
+            Some(cents) if cents > MAX_CAPITAL => w.clauses.push("FALSE".into()),
+            Some(cents) => w.eq(&company(pg, &format!("capital_social >= {money}")), money_text(cents)),
+            None => {}
+        }
+        if let Some(cents) = self.capital_to {
+            w.eq(&company(pg, &format!("capital_social <= {money}")), money_text(cents.min(MAX_CAPITAL)));
+        }
+        let yes_no = |value: bool, yes: &str, no: &str| if value { yes.to_owned() } else { no.to_owned() };
+        if let Some(v) = self.has_email {
+            w.clauses.push(yes_no(v, "e.email <> ''", "e.email = ''"));
+        }
+        if let Some(v) = self.has_phone {
+            w.clauses.push(yes_no(
+                v,
+                "(e.telefone_1 <> '' OR e.telefone_2 <> '')",
+                "(e.telefone_1 = '' AND e.telefone_2 = '')",
+            ));
+        }
+        for (value, column) in [(self.simples, "opcao_simples"), (self.mei, "opcao_mei")] {
+            if let Some(v) = value {
+                let opted = format!(
+                    "EXISTS (SELECT 1 FROM simples s WHERE s.cnpj_basico = e.cnpj_basico AND s.{column} = 'S')"
+                );
+                w.clauses.push(if v { opted } else { format!("NOT {opted}") });
+            }
+        }
+        if let Some(head) = self.head_office {
+            w.clauses.push(format!("e.matriz_filial = '{}'", matriz_code(head)));
         }
     }
 
@@ -198,6 +294,25 @@ impl Where {
         self.params.push(value);
         self.clauses.push(clause.replace('$', &format!("${}", self.params.len())));
     }
+
+    /// `column` equal to one of `values` (none: no clause).
+    fn any(&mut self, column: &str, values: &[String]) {
+        if !values.is_empty() {
+            let test = self.test(column, values);
+            self.clauses.push(test);
+        }
+    }
+
+    /// The test that `column` is one of `values` (`= $n` for one, `IN (…)` for several), their
+    /// parameters added.
+    fn test(&mut self, column: &str, values: &[String]) -> String {
+        let first = self.params.len();
+        self.params.extend(values.iter().cloned());
+        match values.len() {
+            1 => format!("{column} = ${}", first + 1),
+            n => format!("{column} IN ({})", crate::placeholders(first, n)),
+        }
+    }
 }
 
 /// A condition on the establishment's company: on the joined company `c` (Postgres), else a
@@ -222,7 +337,7 @@ mod tests {
     #[test]
     fn placeholders_number_every_parameter_once() {
         let f = SearchFilters {
-            state: Some("SP".into()),
+            state: vec!["SP".into()],
             trading_name: Some("Açaí 100%".into()),
             city: Some("São Paulo".into()),
             ..Default::default()
@@ -262,5 +377,53 @@ mod tests {
         let none = SearchFilters { city: Some("Nowhere".into()), ..Default::default() };
         let (clause, params) = none.sql(Dialect::DuckDb, |_| Vec::new());
         assert_eq!((clause.as_str(), params.len()), ("FROM estabelecimentos e WHERE FALSE", 0));
+    }
+
+    #[test]
+    fn capitals_past_the_decimal_are_clamped() {
+        let f = SearchFilters { capital_from: Some(u64::MAX), capital_to: Some(u64::MAX), ..Default::default() };
+        let (clause, params) = f.sql(Dialect::DuckDb, |_| Vec::new());
+        assert!(clause.contains("WHERE FALSE AND"), "{clause}");
+        assert_eq!(params, ["9999999999999999.99"]);
+    }
+
+    #[test]
+    fn lists_and_the_new_filters_in_both_dialects() {
+        let f = SearchFilters {
+            state: vec!["RJ".into(), "SP".into()],
+            porte: vec!["01".into(), "03".into()],
+            any_sector: vec!["4751201".into(), "6201501".into()],
+            capital_from: Some(100_050),
+            has_phone: Some(false),
+            mei: Some(true),
+            head_office: Some(false),
+            ..Default::default()
+        };
+        check(
+            f.clone(),
+            Dialect::DuckDb,
+            (
+                "FROM estabelecimentos e WHERE e.uf IN ($1, $2) AND e.cnpj_basico IN (SELECT cnpj_basico FROM \
+                 empresas WHERE porte_empresa IN ($3, $4)) AND (e.cnae_fiscal IN ($5, $6) OR \
+                 list_has_any(e.cnaes_secundarios, [CAST($5 AS VARCHAR), CAST($6 AS VARCHAR)])) AND \
+                 e.cnpj_basico IN (SELECT cnpj_basico FROM empresas WHERE capital_social >= CAST($7 AS \
+                 DECIMAL(18, 2))) AND (e.telefone_1 = '' AND e.telefone_2 = '') AND EXISTS (SELECT 1 FROM \
+                 simples s WHERE s.cnpj_basico = e.cnpj_basico AND s.opcao_mei = 'S') AND e.matriz_filial = '2'",
+                &["RJ", "SP", "01", "03", "4751201", "6201501", "1000.50"],
+            ),
+        );
+        check(
+            f,
+            Dialect::Postgres,
+            (
+                "FROM estabelecimentos e LEFT JOIN empresas c ON c.cnpj_basico = e.cnpj_basico WHERE e.uf IN \
+                 ($1, $2) AND c.porte_empresa IN ($3, $4) AND (e.cnae_fiscal IN ($5, $6) OR \
+                 e.cnaes_secundarios && ARRAY[$5::text, $6::text]) AND c.capital_social >= \
+                 CAST($7::text AS NUMERIC(18, 2)) AND (e.telefone_1 = '' AND e.telefone_2 = '') AND EXISTS \
+                 (SELECT 1 FROM simples s WHERE s.cnpj_basico = e.cnpj_basico AND s.opcao_mei = 'S') AND \
+                 e.matriz_filial = '2'",
+                &["RJ", "SP", "01", "03", "4751201", "6201501", "1000.50"],
+            ),
+        );
     }
 }

@@ -170,6 +170,8 @@ fn the_search_page_answers_and_charges_as_the_api_does() {
         ("state=SP&situacao_cadastral=02&per_page=10", 1),
         ("zip_code=01310&per_page=2&page=2", 3),
         ("cnpj=11.222.333", 1),
+        ("state=SP&has_email=true&head_office=true&capital_from=1000", 1),
+        ("any_sector=6201501&simples=true&mei=false", 1),
     ] {
         let before = used(&s, "ana");
         let (r, page) = ana.get(&format!("/search?{query}"));
@@ -197,6 +199,10 @@ fn search_refusals_cost_nothing(s: &Server, ana: &mut Visitor) {
     assert_eq!(r.status, 400);
     assert!(page.contains("id=\"invalid\"") && page.contains("CEP: Valor inválido."), "{page}");
     assert!(page.contains("value=\"ABC\""), "the form keeps what was typed");
+    let (r, page) = ana.get("/search?capital_from=1.000%2C00&has_phone=true");
+    assert_eq!(r.status, 400);
+    assert!(page.contains("Capital social a partir de (R$): Valor inválido."), "{page}");
+    assert!(page.contains("<option value=\"true\" selected>Sim</option>"), "the form keeps what was chosen");
     let (r, page) = ana.get("/search?state=AC");
     assert_eq!((r.status, by_id(&page, "total")), (200, "0"));
     let (r, page) = ana.get("/search?state=&go=1");

@@ -22,6 +22,7 @@ mod browser;
 mod changes;
 mod company_pages;
 mod docs;
+mod filters;
 mod mcp;
 mod operating;
 mod pages_walk;
@@ -658,6 +659,10 @@ fn responses_conform_to_the_openapi_document() {
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=AC", &token)),
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?per_page=99", &token)),
         ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=", &token)),
+        ("/api/v1/companies/search", "get", get(&s, "/api/v1/companies/search?state=SP,DF&mei=false", &token)),
+        ("/api/v1/companies/count", "get", get(&s, "/api/v1/companies/count?state=SP,DF&has_phone=true", &token)),
+        ("/api/v1/companies/count", "get", get(&s, "/api/v1/companies/count?capital_from=1.000,00", &token)),
+        ("/api/v1/companies/count", "get", request(&s.addr, "GET", "/api/v1/companies/count", None, None)),
         (
             "/api/v1/companies/search",
             "get",
@@ -911,12 +916,21 @@ fn empty_values_are_a_400_for_every_parameter() {
         "nature_code",
         "cnpj",
         "situacao_cadastral",
+        "any_sector",
+        "capital_from",
+        "capital_to",
+        "has_email",
+        "has_phone",
+        "simples",
+        "mei",
+        "head_office",
         "per_page",
         "page",
         "locale",
     ];
     let mut cases: Vec<(String, &str)> =
         search.iter().map(|p| (format!("/api/v1/companies/search?{p}="), *p)).collect();
+    cases.extend(search[..22].iter().map(|p| (format!("/api/v1/companies/count?{p}="), *p)));
     cases.extend(["trading_name", "neighborhood", "city"].map(|p| (format!("/api/v1/companies/search?{p}=%20%09"), p)));
     cases.extend(["state", "term", "page", "per_page", "locale"].map(|p| (format!("/api/v1/cities?{p}="), p)));
     cases.push(("/api/v1/companies/11222333000181?locale=".into(), "locale"));
@@ -1094,8 +1108,22 @@ fn postgres_answers_byte_for_byte_like_duckdb() {
             "opening_date_from=2010-01-01&opening_date_to=2020-12-31&per_page=25&page=2",
             "situacao_cadastral=08",
             "state=AC",
+            "state=SP,EX,AC&situacao_cadastral=2,8",
+            "company_size=1,5&city_id=7107,1182",
+            "business_sector=4781400,6204000&nature_code=2062,1244",
+            "any_sector=6201-5/01,0111301",
+            "capital_from=1000&capital_to=50000.50",
+            "capital_from=50000.51",
+            "capital_to=0",
+            "has_email=true&has_phone=false",
+            "has_email=false&has_phone=true&per_page=3&page=2",
+            "simples=true&mei=false",
+            "simples=false&mei=true",
+            "head_office=false&state=SP",
+            "head_office=true&capital_from=0.01",
         ] {
             gets.push(format!("/api/v1/companies/search?{query}"));
+            gets.push(format!("/api/v1/companies/count?{query}"));
         }
         // Partners (contract §14): pages, searches and networks.
         let partners: Vec<String> = client
@@ -1134,7 +1162,7 @@ fn postgres_answers_byte_for_byte_like_duckdb() {
                 let (a, b) = (get(&duck, &path, &duck_token), get(&pg, &path, &pg_token));
                 assert_eq!(a.status, b.status, "{path}");
                 assert!(a.raw == b.raw, "{path}:\nduckdb   {}\npostgres {}", a.body, b.body);
-                if path.contains("/search?") {
+                if path.contains("/search?") || path.contains("/count?") {
                     let c = get(&pg_indexed, &path, &indexed_token);
                     assert!(a.raw == c.raw, "{path}:\nduckdb   {}\npostgres with the index {}", a.body, c.body);
                 }

@@ -49,6 +49,16 @@ fn cases() -> Vec<Case> {
             "/api/v1/companies/search?trading_name=pio%20xii%20comercio&zip_code=01310&situacao_cadastral=2",
         ),
         case("search_companies", json!({"state": "AC"}), "/api/v1/companies/search?state=AC"),
+        case(
+            "count_companies",
+            json!({"state": "SP,DF", "has_email": true}),
+            "/api/v1/companies/count?state=SP,DF&has_email=true",
+        ),
+        case(
+            "search_companies",
+            json!({"any_sector": "6201-5/01", "head_office": true, "capital_from": 1000}),
+            "/api/v1/companies/search?any_sector=6201-5/01&head_office=true&capital_from=1000",
+        ),
         Case {
             tool: "get_companies",
             arguments: json!({"cnpjs": batch, "locale": "en"}),
@@ -82,6 +92,7 @@ fn cases() -> Vec<Case> {
         ),
         // Refused: the REST errors.
         case("search_companies", json!({"per_page": 51}), "/api/v1/companies/search?per_page=51"),
+        case("count_companies", json!({"state": "SP,,RJ"}), "/api/v1/companies/count?state=SP,,RJ"),
         case("get_company", json!({"cnpj": "11222333000182"}), "/api/v1/companies/11222333000182"),
         case("get_company", json!({"cnpj": "11444777000161"}), "/api/v1/companies/11444777000161"),
         case(
@@ -151,12 +162,12 @@ fn compare(case: &Case, seen: &Value, reply: &Reply) {
     let text = text.unwrap_or_else(|| panic!("{what}: one text, got {seen}"));
     if reply.status == 200 {
         assert_eq!(seen["is_error"], false, "{what}: {seen}");
-        assert!(
-            seen["structured"] == reply.body["data"],
-            "{what}: {}\nREST: {}",
-            seen["structured"],
-            reply.body["data"]
-        );
+        // A count has no `data`: its total is the structured content.
+        let data = match case.tool {
+            "count_companies" => json!({"total": reply.body["total"]}),
+            _ => reply.body["data"].clone(),
+        };
+        assert!(seen["structured"] == data, "{what}: {}\nREST: {}", seen["structured"], data);
     } else {
         assert_eq!(seen["is_error"], true, "{what}: {seen}");
         assert_eq!(seen["structured"], reply.body, "{what}: the REST error envelope");
@@ -191,7 +202,7 @@ fn tools_answer_as_the_rest_api_does() {
     assert_eq!(seen["protocol"], "2026-07-28", "the newest version: any JSON value as structured content");
     assert!(seen["legacy_protocol"].as_str() < seen["protocol"].as_str(), "{}", seen["legacy_protocol"]);
     let replies: Vec<Reply> = cases.iter().map(|c| rest(&s, &person, c)).collect();
-    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 14, "the cases answered");
+    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 16, "the cases answered");
     for ((case, seen), reply) in cases.iter().zip(seen["calls"].as_array().unwrap()).zip(&replies) {
         compare(case, seen, reply);
     }
@@ -207,6 +218,7 @@ fn tools_answer_as_the_rest_api_does() {
         "detail",
         "search",
         "search",
+        "search",
         "batch",
         "history",
         "changes",
@@ -216,9 +228,9 @@ fn tools_answer_as_the_rest_api_does() {
         "network",
         "detail",
     ];
-    assert_eq!(whats, expected);
-    assert_eq!(s.credits("agent"), (987, 13));
-    assert_eq!(s.credits("person"), (987, 13));
+    assert_eq!(whats, expected, "a count is free");
+    assert_eq!(s.credits("agent"), (986, 14));
+    assert_eq!(s.credits("person"), (986, 14));
 
     for refused in ["missing", "revoked"] {
         let r = &seen["refused"][refused];

@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 # Each tool and its required arguments.
 TOOLS = {
     "search_companies": [],
+    "count_companies": [],
     "get_company": ["cnpj"],
     "get_companies": ["cnpjs"],
     "company_history": ["cnpj"],

@@ -648,6 +648,10 @@ struct Pools {
     zips: Vec<String>,
     names: Vec<String>,
     neighborhoods: Vec<String>,
+    /// Secondary CNAEs (and a code no one has).
+    secondaries: Vec<String>,
+    /// Capitals held (in cents, and a cent either side) and round amounts.
+    capitals: Vec<u64>,
 }
 
 /// Pieces of `texts`: whole values, words, and cuts that start and end mid-word or span words.
@@ -730,6 +734,19 @@ fn pools(db: &Path) -> Pools {
         },
         names,
         neighborhoods,
+        secondaries: column(
+            "SELECT DISTINCT unnest(cnaes_secundarios) FROM estabelecimentos USING SAMPLE 60 ROWS",
+            &["9999999"],
+        ),
+        capitals: {
+            let held = column(
+                "SELECT DISTINCT CAST(capital_social AS VARCHAR) FROM empresas WHERE capital_social >= 0 \
+                 USING SAMPLE 60 ROWS",
+                &["0.00", "1000.00", "100000.00", "1000000.00", "9999999999999999.99"],
+            );
+            let cents = held.iter().map(|c| cnpj_model::filter::money(c).expect("an amount"));
+            cents.flat_map(|c| [c.saturating_sub(1), c, c + 1]).collect()
+        },
     }
 }
 
@@ -757,10 +774,18 @@ fn the_search_index_answers_as_sql_does() {
         assert!(store.has_search_index(), "{}", input.display());
         let p = pools(&b.db);
         let pick = |values: &[String]| proptest::option::weighted(0.2, proptest::sample::select(values.to_vec()));
+        // A code filter: none, or one to three codes (a list: any of them).
+        let codes = |values: &[String]| {
+            let list = proptest::collection::vec(proptest::sample::select(values.to_vec()), 1..4);
+            proptest::option::weighted(0.2, list).prop_map(Option::unwrap_or_default)
+        };
+        let capital = || proptest::option::weighted(0.15, proptest::sample::select(p.capitals.clone()));
+        let flag = || proptest::option::weighted(0.15, any::<bool>());
         let filters = (
-            (pick(&p.cnpjs), pick(&p.basicos), pick(&p.cnaes), pick(&p.states), pick(&p.city_ids), pick(&p.cities)),
-            (pick(&p.portes), pick(&p.natures), pick(&p.situacoes), pick(&p.dates), pick(&p.dates), pick(&p.zips)),
+            (pick(&p.cnpjs), pick(&p.basicos), codes(&p.cnaes), codes(&p.states), codes(&p.city_ids), pick(&p.cities)),
+            (codes(&p.portes), codes(&p.natures), codes(&p.situacoes), pick(&p.dates), pick(&p.dates), pick(&p.zips)),
             (pick(&p.names), pick(&p.neighborhoods), 1u64..5, 1u64..51, any::<bool>()),
+            (codes(&p.secondaries), capital(), capital(), (flag(), flag(), flag(), flag(), flag())),
         );
         let mut runner = TestRunner::new_with_rng(
             Config { cases: 300, failure_persistence: None, ..Config::default() },
@@ -774,6 +799,7 @@ fn the_search_index_answers_as_sql_does() {
                     (cnpj, basico, cnae, state, city_id, city),
                     (porte, nature, situacao, from, to, zip),
                     (name, hood, page, per_page, far),
+                    (any_sector, capital_from, capital_to, (has_email, has_phone, simples, mei, head_office)),
                 )| {
                     let f = SearchFilters {
                         cnpj: cnpj.or(basico).map(|c| CnpjQuery::parse(&c).unwrap()),
@@ -789,6 +815,14 @@ fn the_search_index_answers_as_sql_does() {
                         zip_prefix: zip,
                         nature_code: nature,
                         situacao,
+                        any_sector,
+                        capital_from,
+                        capital_to,
+                        has_email,
+                        has_phone,
+                        simples,
+                        mei,
+                        head_office,
                     };
                     let page = if far { page * 1000 } else { page };
                     let sql = store.search_by_sql(&f, page, per_page, Locale::En).unwrap();
@@ -801,6 +835,7 @@ fn the_search_index_answers_as_sql_does() {
                     };
                     nonempty.set(nonempty.get() + usize::from(indexed.0 > 0));
                     prop_assert_eq!(indexed.0, sql.0, "total of {:?}", f);
+                    prop_assert_eq!(store.search_count(&f).unwrap(), sql.0, "count of {:?}", f);
                     prop_assert_eq!(
                         serde_json::to_string(&indexed.1).unwrap(),
                         serde_json::to_string(&sql.1).unwrap(),
@@ -819,6 +854,24 @@ fn the_search_index_answers_as_sql_does() {
         singles.extend(
             p.neighborhoods.iter().map(|t| SearchFilters { neighborhood: Some(t.clone()), ..Default::default() }),
         );
+        // Each new filter alone: every flag both ways, each capital as either bound, and the
+        // secondary activities one at a time.
+        for value in [true, false] {
+            singles.extend([
+                SearchFilters { has_email: Some(value), ..Default::default() },
+                SearchFilters { has_phone: Some(value), ..Default::default() },
+                SearchFilters { simples: Some(value), ..Default::default() },
+                SearchFilters { mei: Some(value), ..Default::default() },
+                SearchFilters { head_office: Some(value), ..Default::default() },
+            ]);
+        }
+        for &c in p.capitals.iter().step_by(7) {
+            singles.push(SearchFilters { capital_from: Some(c), ..Default::default() });
+            singles.push(SearchFilters { capital_to: Some(c), ..Default::default() });
+            singles.push(SearchFilters { capital_from: Some(c), capital_to: Some(c * 3 + 1), ..Default::default() });
+        }
+        singles
+            .extend(p.secondaries.iter().map(|c| SearchFilters { any_sector: vec![c.clone()], ..Default::default() }));
         for f in &singles {
             for page in [1, 2, 40] {
                 let indexed = store.search(f, page, 50, Locale::PtBr).unwrap();
@@ -829,6 +882,7 @@ fn the_search_index_answers_as_sql_does() {
                 }
                 assert_eq!(indexed.0, sql.0, "{f:?}");
                 assert_eq!(indexed.1, sql.1, "{f:?} page {page}");
+                assert_eq!(store.search_count(f).unwrap(), sql.0, "count of {f:?}");
             }
         }
     }
@@ -837,7 +891,7 @@ fn the_search_index_answers_as_sql_does() {
     std::fs::copy(cnpj_store::search_index_path(&other.db), cnpj_store::search_index_path(&a.db)).unwrap();
     let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(a.db.clone())).unwrap();
     assert!(!store.has_search_index() && store.has_lookup_file());
-    let f = SearchFilters { state: Some("SP".into()), ..Default::default() };
+    let f = SearchFilters { state: vec!["SP".into()], ..Default::default() };
     assert!(store.search(&f, 1, 20, Locale::PtBr).unwrap().0 > 0);
     // Nor is an index of the same build in an earlier format (its magic, at both ends).
     let open = || cnpj_store::Store::open(&cnpj_store::Source::DuckDb(other.db.clone())).unwrap();
@@ -846,7 +900,7 @@ fn the_search_index_answers_as_sql_does() {
     let mut bytes = std::fs::read(&path).unwrap();
     let end = bytes.len() - 8;
     for at in [0, end] {
-        bytes[at..at + 8].copy_from_slice(b"CNPJSRC2");
+        bytes[at..at + 8].copy_from_slice(b"CNPJSRC5");
     }
     std::fs::write(&path, bytes).unwrap();
     let store = open();

@@ -314,6 +314,19 @@ fn filters_and_partitions_select_establishments_and_their_companies() {
         assert!(folder == "tax_regimes" || folder == "simples" || n > 0, "{folder}: the filter keeps some rows");
     }
     assert!(count(&db, "SELECT * FROM estabelecimentos") > read["tables"]["establishments"]["rows"].as_u64().unwrap());
+
+    // Issue 42's filters, by the API's rules: a list of states, head offices, a capital.
+    let out = dir.path().join("lists");
+    let args = ["--format", "csv", "--state", "df,SP", "--head-office", "true", "--capital-from", "1000.5"];
+    let manifest = export(&db, &out, &args);
+    let filters = serde_json::json!({"state": "DF,SP", "head_office": "true", "capital_from": "1000.50"});
+    assert_eq!(manifest["filters"], filters);
+    let read = read_back(&out, "csv");
+    let sql = "SELECT * FROM estabelecimentos WHERE uf IN ('SP', 'DF') AND matriz_filial = '1' AND cnpj_basico IN \
+               (SELECT cnpj_basico FROM empresas WHERE capital_social >= 1000.50)";
+    let n = count(&db, sql);
+    assert!(n > 0, "the filters keep some rows");
+    assert_eq!(read["tables"]["establishments"]["rows"].as_u64(), Some(n));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The search index file, byte by byte (`CNPJSRC5`). Integers are little-endian; a varint is
+//! The search index file, byte by byte (`CNPJSRC6`). Integers are little-endian; a varint is
 //! LEB128 (7 bits a byte, the lowest first, the high bit set on every byte but the last).
 //!
 //! Ordinals number the establishments in CNPJ order. The build stores a table in two halves at
@@ -7,7 +7,7 @@
 //! lower half, or `lower +` its rank in the upper half.
 //!
 //! ```text
-//! magic       8 bytes   "CNPJSRC5"
+//! magic       8 bytes   "CNPJSRC6"
 //! cnpjs       8 × n     u64 per position: the CNPJ's 12 characters before its check digits
 //!                       ([0-9A-Z], 0–9 then A–Z as 10–35) as a base-36 number, which sorts as
 //!                       the text does
@@ -18,7 +18,7 @@
 //! directory   …         below
 //! checksum    8 bytes   u64: the directory's XXH3-64
 //! offset      8 bytes   u64: where the directory starts
-//! magic       8 bytes   "CNPJSRC5" again
+//! magic       8 bytes   "CNPJSRC6" again
 //! ```
 //!
 //! Each column holds the lower half's positions, then the upper half's (n = lower + upper); a
@@ -49,19 +49,33 @@
 //!   words with the separator between them, and a field's first or last word with the separator
 //!   before or after it (`text::phrase_keys`); `repetidos_*` keys the whole folded text of the
 //!   fields that hold a word twice;
+//! - the secondary activities by code (`cnae2`; any_sector is it and `cnae`), the head office or
+//!   branch code but the head office's (`matriz`: a head office is every establishment of no key,
+//!   most of them), the contacts served (`contato`: keys `email`, and `telefone` for a
+//!   first or second phone number), and the company's options now (`opcao`: keys `simples` and
+//!   `mei` where the Simples table says `S`), carried down like its size; a flag's `false` is
+//!   every establishment but its key's;
+//! - the company's capital, carried down, at three precisions, each key the lowest value of its
+//!   range in cents as [`capital_key`] writes it: `capital_ordem` by order of magnitude (one key
+//!   per number of digits, and one for every negative amount), `capital_faixa` by the first two
+//!   digits (`12` of 12,345.67: 12,000.00 to 12,999.99), and `capital` by the exact amount but
+//!   for the lowest of its first two digits (12,000.00: of `capital_faixa`'s key, less the other
+//!   amounts of `capital`; most capitals are round). A range of amounts is read from the coarsest
+//!   whole ranges inside it, and only its two ends from the finer tables (see `plan`);
 //! - derived: `antes` and `desde` by decade key (the establishments opened before the decade, and
 //!   those opened in it or later, in the decades held: no `antes` for the first), and per field
 //!   `repete_*` (one key, empty: every establishment of its `repetidos_*`).
 //!
-//! The magic names the format's version (`CNPJSRC5`: with the phrase tables and the gap lists); a
-//! file of another version is refused, and the store searches by SQL.
+//! The magic names the format's version (`CNPJSRC6`: with the secondary activities, the head
+//! office, the contacts, the tax options and the capital; 5 had none of them); a file of another
+//! version is refused, and the store searches by SQL.
 
 use roaring::RoaringBitmap;
 
 use crate::lookup::{put_varint, varint};
 
 /// The format's version, the file's first and last 8 bytes.
-pub(super) const MAGIC: &[u8; 8] = b"CNPJSRC5";
+pub(super) const MAGIC: &[u8; 8] = b"CNPJSRC6";
 
 /// The derived posting tables, by decade key (`201`): the establishments opened before the
 /// decade, and those opened in it or later (in the decades held; none before the first).
@@ -93,9 +107,16 @@ pub(crate) enum Table {
     RepeatsFantasia,
     RepeatsRazao,
     RepeatsBairro,
+    Cnae2,
+    Matriz,
+    Contato,
+    Opcao,
+    CapitalOrdem,
+    CapitalFaixa,
+    Capital,
 }
 
-pub(super) const TABLES: [(Table, &str); 19] = [
+pub(super) const TABLES: [(Table, &str); 26] = [
     (Table::Uf, "uf"),
     (Table::Municipio, "municipio"),
     (Table::Cnae, "cnae"),
@@ -115,7 +136,79 @@ pub(super) const TABLES: [(Table, &str); 19] = [
     (Table::RepeatsFantasia, "repetidos_fantasia"),
     (Table::RepeatsRazao, "repetidos_razao"),
     (Table::RepeatsBairro, "repetidos_bairro"),
+    (Table::Cnae2, "cnae2"),
+    (Table::Matriz, "matriz"),
+    (Table::Contato, "contato"),
+    (Table::Opcao, "opcao"),
+    (Table::CapitalOrdem, "capital_ordem"),
+    (Table::CapitalFaixa, "capital_faixa"),
+    (Table::Capital, "capital"),
 ];
+
+/// A yes-or-no fact of an establishment: its table and key hold the establishments of which it is
+/// true.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flag {
+    /// An email served.
+    Email,
+    /// A first or second phone number served.
+    Phone,
+    /// The company opted for the Simples Nacional.
+    Simples,
+    /// The company opted for the MEI.
+    Mei,
+}
+
+impl Flag {
+    pub(crate) fn table_and_key(self) -> (Table, &'static str) {
+        match self {
+            Flag::Email => (Table::Contato, "email"),
+            Flag::Phone => (Table::Contato, "telefone"),
+            Flag::Simples => (Table::Opcao, "simples"),
+            Flag::Mei => (Table::Opcao, "mei"),
+        }
+    }
+}
+
+/// The `matriz_filial` code of a head office, the one the `matriz` table does not key.
+pub(crate) const HEAD_OFFICE: &str = "1";
+
+/// The capital's tables, coarsest first.
+pub(super) const CAPITAL_TABLES: [Table; 3] = [Table::CapitalOrdem, Table::CapitalFaixa, Table::Capital];
+
+/// Amounts are held from `-CAPITAL_LIMIT` to `CAPITAL_LIMIT - 1` cents (DECIMAL(18, 2)).
+pub(crate) const CAPITAL_LIMIT: i64 = 1_000_000_000_000_000_000;
+
+/// The key of an amount in cents: `amount + CAPITAL_LIMIT`, 19 digits, so that keys sort as the
+/// amounts do.
+pub(crate) fn capital_key(cents: i64) -> String {
+    format!("{:019}", i128::from(cents) + i128::from(CAPITAL_LIMIT))
+}
+
+/// The amount of a key written by [`capital_key`].
+pub(super) fn capital_of_key(key: &[u8]) -> Option<i64> {
+    let n: i128 = std::str::from_utf8(key).ok()?.parse().ok()?;
+    i64::try_from(n - i128::from(CAPITAL_LIMIT)).ok()
+}
+
+/// The range `[low, high)` of cents that holds `cents` in the capital's table `table` (one of
+/// [`CAPITAL_TABLES`]): every negative amount; an order of magnitude (`[10^(d-1), 10^d)`, 0 on its
+/// own); the amounts of the same first two digits; the amount itself.
+pub(crate) fn capital_range(table: Table, cents: i64) -> (i64, i64) {
+    if cents < 0 && table != Table::Capital {
+        return (-CAPITAL_LIMIT, 0);
+    }
+    let digits = if cents == 0 { 1 } else { cents.ilog10() + 1 };
+    match table {
+        Table::CapitalOrdem if cents == 0 => (0, 1),
+        Table::CapitalOrdem => (10i64.pow(digits - 1), 10i64.pow(digits)),
+        Table::CapitalFaixa if digits > 2 => {
+            let unit = 10i64.pow(digits - 2);
+            (cents - cents % unit, cents - cents % unit + unit)
+        }
+        _ => (cents, cents + 1),
+    }
+}
 
 /// A text field searched by phrase: its phrase and repeated-text tables, and the name of its
 /// derived table of every establishment whose field holds a word twice (one key, empty).

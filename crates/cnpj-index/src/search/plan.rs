@@ -16,8 +16,11 @@ use std::sync::Arc;
 use roaring::{MultiOps, RoaringBitmap};
 
 use super::SearchIndexError;
-use super::format::{BEFORE, SINCE, pack, unpack};
-use super::read::{Cached, SearchIndex, intersect, union};
+use super::format::{
+    BEFORE, CAPITAL_LIMIT, CAPITAL_TABLES, Field, Flag, SINCE, Table, capital_key, capital_of_key, capital_range, pack,
+    unpack,
+};
+use super::read::{Cached, Keys, SearchIndex, intersect, union};
 use crate::text::{civil_from_days, days_from_civil, parse_date};
 
 /// A condition of a search, in the index's terms. All conditions hold at once.
@@ -33,7 +36,18 @@ pub enum Condition {
     ZipPrefix(String),
     /// A folded term in the words of `table` (`nome` or `bairro`).
     Term { table: &'static str, folded: String },
+    /// The main or a secondary activity is one of these CNAEs.
+    Sector(Vec<String>),
+    /// The company's capital, in cents, inclusive on both sides (`None`: open).
+    Capital { from: Option<u64>, to: Option<u64> },
+    /// `flag` is `value`.
+    Flag { flag: Flag, value: bool },
+    /// A head office (true) or a branch (false).
+    HeadOffice(bool),
 }
+
+/// The `matriz_filial` code of a branch.
+const BRANCH: &str = "2";
 
 /// The establishments that match a search: `ordinals`, or `ordinals ∩ within` when `within` is
 /// given. Of several filters the sparsest is kept apart from the intersection of the others,
@@ -100,6 +114,11 @@ impl Matches {
 const TERM_KEPT_FROM: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl SearchIndex {
+    /// Every establishment but those of `set`.
+    fn all_but(&self, set: &RoaringBitmap) -> Arc<RoaringBitmap> {
+        Arc::new(self.ordinals(0..self.len()) - set)
+    }
+
     /// What one condition resolves to; `None` when it is beyond the index.
     fn condition(&self, condition: &Condition) -> Result<Option<Resolved>, SearchIndexError> {
         let set = match condition {
@@ -137,6 +156,10 @@ impl SearchIndex {
                     Arc::new(self.filtered(&set, |p| range.contains(&self.cep_suffix_at(p))))
                 }
             }
+            Condition::Sector(codes) => self.sector(codes)?,
+            Condition::Capital { from, to } => self.capital_between(*from, *to)?,
+            Condition::Flag { flag, value } => self.flag(*flag, *value)?,
+            Condition::HeadOffice(head) => self.head_office(*head)?,
             Condition::Term { table, folded } => {
                 let key = Cached::Term(table, folded.clone());
                 match self.cached(&key) {
@@ -155,7 +178,109 @@ impl SearchIndex {
         Ok(Some(Resolved::Set(set)))
     }
 
-    /// The establishments opened from `from` to `to` (`YYYY-MM-DD`, inclusive; `None`: open).
+    /// The establishments whose main or a secondary activity is one of `codes`.
+    fn sector(&self, codes: &[String]) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let (main, secondary) = (self.keys("cnae")?, self.keys("cnae2")?);
+        let mut parts = Vec::with_capacity(codes.len() * 2);
+        for code in codes {
+            for keys in [main, secondary] {
+                if let Some(i) = keys.find(code.as_bytes()) {
+                    parts.push(self.bitmap(keys, i)?);
+                }
+            }
+        }
+        Ok(Arc::new(union(parts)))
+    }
+
+    /// The establishments whose company's capital is from `from` to `to` cents (inclusive,
+    /// `None`: open).
+    fn capital_between(&self, from: Option<u64>, to: Option<u64>) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let low = from.map_or(-CAPITAL_LIMIT, |c| i64::try_from(c).unwrap_or(CAPITAL_LIMIT));
+        let high = to.map_or(CAPITAL_LIMIT - 1, |c| i64::try_from(c).unwrap_or(CAPITAL_LIMIT - 1));
+        let mut parts = Vec::new();
+        if low <= high {
+            self.capital(0, (-CAPITAL_LIMIT, CAPITAL_LIMIT), (low, high), &mut parts)?;
+        }
+        Ok(Arc::new(union(parts)))
+    }
+
+    /// The establishments of which `flag` is `value`.
+    fn flag(&self, flag: Flag, value: bool) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let (table, key) = flag.table_and_key();
+        let keys = self.keys(Field::name(table))?;
+        let set = match keys.find(key.as_bytes()) {
+            Some(i) => self.bitmap(keys, i)?,
+            None => Arc::default(),
+        };
+        Ok(if value { set } else { self.all_but(&set) })
+    }
+
+    /// The head offices (`true`: every establishment of no key of `matriz`), or the branches.
+    fn head_office(&self, head: bool) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let keys = self.keys(Field::name(Table::Matriz))?;
+        if head {
+            Ok(self.all_but(self.union(keys, 0..keys.len())?.as_ref()))
+        } else {
+            self.union(keys, keys.find(BRANCH.as_bytes()))
+        }
+    }
+
+    /// Pushes on `parts` the bitmaps of the capital's table of precision `level` (0 or 1 of
+    /// [`CAPITAL_TABLES`]) whose ranges lie within `within` (`[low, high)` cents, the range of the
+    /// coarser key being read) and together hold the amounts `wanted` (inclusive) there: each
+    /// range inside `wanted` whole, each across one of its ends from the next finer table.
+    fn capital(
+        &self,
+        level: usize,
+        within: (i64, i64),
+        wanted: (i64, i64),
+        parts: &mut Vec<Arc<RoaringBitmap>>,
+    ) -> Result<(), SearchIndexError> {
+        let table = CAPITAL_TABLES[level];
+        let keys = self.keys(Field::name(table))?;
+        let end = keys.lower_bound(capital_key(within.1).as_bytes());
+        for i in keys.lower_bound(capital_key(within.0).as_bytes())..end {
+            let low =
+                capital_of_key(keys.key(i)).ok_or_else(|| self.corrupt("a capital key is not an amount".into()))?;
+            let (low, high) = capital_range(table, low);
+            if high - 1 < wanted.0 || low > wanted.1 {
+                continue;
+            }
+            if wanted.0 <= low && high - 1 <= wanted.1 {
+                parts.push(self.bitmap(keys, i)?);
+            } else if level == 0 {
+                self.capital(1, (low, high), wanted, parts)?;
+            } else {
+                parts.push(self.capital_edge(keys, i, (low, high), wanted)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The establishments of `faixa`'s key `i` (the amounts `[low, high)` of the same first two
+    /// digits) whose amount is `wanted`, from the exact table, which holds every amount there but
+    /// `low`: the key's less the amounts above the wanted ones when `low` is wanted, else the
+    /// wanted amounts'.
+    fn capital_edge(
+        &self,
+        faixa: &Keys,
+        i: usize,
+        (low, high): (i64, i64),
+        wanted: (i64, i64),
+    ) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
+        let exact = self.keys(Field::name(Table::Capital))?;
+        let (from, to) = (low.max(wanted.0), (high - 1).min(wanted.1));
+        let keys =
+            |a: i64, b: i64| exact.lower_bound(capital_key(a).as_bytes())..exact.lower_bound(capital_key(b).as_bytes());
+        if from == low {
+            let above = self.union(exact, keys(to + 1, high))?;
+            Ok(Arc::new(self.bitmap(faixa, i)?.as_ref() - above.as_ref()))
+        } else {
+            self.union(exact, keys(from, to + 1))
+        }
+    }
+
+    /// The establishments opened from `from` to `to`    /// The establishments opened from `from` to `to` (`YYYY-MM-DD`, inclusive; `None`: open).
     fn opening(&self, from: &Option<String>, to: &Option<String>) -> Result<DateSet, SearchIndexError> {
         let decades = self.keys("decada")?;
         if decades.len() == 0 {
@@ -532,7 +657,22 @@ pub(crate) mod date_ranges {
 
     /// An index in `dir` of establishments opened on `dates`, every other one in `SP`.
     pub(crate) fn index(dir: &Path, dates: &[Option<i32>]) -> SearchIndex {
-        let n = dates.len();
+        index_with(dir, dates.len(), |i, ordinal, postings| {
+            if i % 2 == 0 {
+                postings.add(Table::Uf, "SP", ordinal);
+            }
+            let Some(date) = dates[i] else { return 0 };
+            let text = date_text(date);
+            postings.add(Table::Mes, &text[..7], ordinal);
+            postings.add(Table::Ano, &text[..4], ordinal);
+            postings.add(Table::Decada, &text[..3], ordinal);
+            text[8..].parse().unwrap()
+        })
+    }
+
+    /// An index in `dir` of `n` establishments (half in each half), each given its postings by
+    /// `add(i, ordinal, postings)`, which returns its opening day (0 for none).
+    pub(crate) fn index_with(dir: &Path, n: usize, add: impl Fn(usize, u32, &mut Postings) -> u8) -> SearchIndex {
         let mut halves = Vec::new();
         let mut spills = Vec::new();
         for (half, rows) in [0..n / 2, n / 2..n].into_iter().enumerate() {
@@ -542,18 +682,7 @@ pub(crate) mod date_ranges {
             for i in rows.clone() {
                 cnpjs.extend_from_slice(&pack(format!("{i:012}").as_bytes()).to_le_bytes());
                 ceps.extend_from_slice(&u16::MAX.to_le_bytes());
-                let mut day = 0;
-                if let Some(date) = dates[i] {
-                    let text = date_text(date);
-                    postings.add(Table::Mes, &text[..7], ordinal(i, n));
-                    postings.add(Table::Ano, &text[..4], ordinal(i, n));
-                    postings.add(Table::Decada, &text[..3], ordinal(i, n));
-                    day = text[8..].parse().unwrap();
-                }
-                days.push(day);
-                if i % 2 == 0 {
-                    postings.add(Table::Uf, "SP", ordinal(i, n));
-                }
+                days.push(add(i, ordinal(i, n), &mut postings));
             }
             for (name, bytes) in [("cnpjs", cnpjs), ("days", days), ("ceps", ceps)] {
                 std::fs::write(file(name), bytes).unwrap();
@@ -571,6 +700,11 @@ pub(crate) mod date_ranges {
         let halves: [HalfColumns; 2] = halves.try_into().ok().unwrap();
         write_index(&path, halves, &spills, "build").unwrap();
         SearchIndex::open(&path, 1 << 20).unwrap()
+    }
+
+    /// The ordinal of the `i`-th of `n` establishments, for the tests of other conditions.
+    pub(crate) fn ordinal_of(i: usize, n: usize) -> u32 {
+        ordinal(i, n)
     }
 
     /// The index finds the establishments opened from `from` to `to` (inclusive, `None` open),
@@ -662,6 +796,94 @@ pub(crate) mod date_ranges {
         runner
             .run(&(day.clone(), day), |(from, to)| {
                 check(&index, &dates, from, to);
+                Ok(())
+            })
+            .unwrap();
+    }
+}
+
+/// Capital ranges read from a real index file, against a scan of the amounts it was written from.
+#[cfg(test)]
+mod capital_ranges {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    use super::date_ranges::{index_with, ordinal_of};
+    use super::*;
+    use crate::feed::capital_keys;
+
+    /// Amounts in cents as a register holds them: round ones mostly, some odd, some tiny, a few
+    /// negative, a tenth unknown, and the largest DECIMAL(18, 2) holds.
+    fn amounts() -> Vec<Option<i64>> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state >> 33
+        };
+        let mut amounts: Vec<Option<i64>> = (0..5000)
+            .map(|_| {
+                let magnitude = 10i64.pow((next() % 14) as u32);
+                Some(match next() % 10 {
+                    0 => return None,
+                    1 => -((next() % 100_000) as i64),
+                    2 => (next() % 1000) as i64,
+                    3 | 4 => (next() as i64 % 1_000_000_007) * ((next() % 100) as i64 + 1),
+                    _ => ((next() % 99) as i64 + 1) * magnitude,
+                })
+            })
+            .collect();
+        amounts[0] = Some(CAPITAL_LIMIT - 1);
+        amounts[1] = Some(0);
+        amounts
+    }
+
+    fn check(index: &SearchIndex, amounts: &[Option<i64>], from: Option<u64>, to: Option<u64>) {
+        let condition = Condition::Capital { from, to };
+        let held = |a: &Option<i64>| {
+            a.is_some_and(|a| {
+                from.is_none_or(|f| i128::from(f) <= i128::from(a)) && to.is_none_or(|t| i128::from(a) <= i128::from(t))
+            })
+        };
+        let expected: Vec<u32> =
+            (0..amounts.len()).filter(|&i| held(&amounts[i])).map(|i| ordinal_of(i, amounts.len())).collect();
+        let found: Vec<u32> = index.matches(&[condition]).unwrap().unwrap().ordinals().iter().collect();
+        assert_eq!(found, expected, "{from:?}..{to:?}");
+    }
+
+    #[test]
+    fn a_capital_range_finds_what_a_scan_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let amounts = amounts();
+        let index = index_with(dir.path(), amounts.len(), |i, ordinal, postings| {
+            if let Some(cents) = amounts[i] {
+                let text =
+                    format!("{}{}.{:02}", if cents < 0 { "-" } else { "" }, cents.abs() / 100, cents.abs() % 100);
+                for (table, key) in capital_keys(&text) {
+                    postings.add(table, &key, ordinal);
+                }
+            }
+            0
+        });
+        for (from, to) in
+            [(None, None), (Some(0), None), (None, Some(0)), (Some(100_000), Some(99_999)), (Some(u64::MAX), None)]
+        {
+            check(&index, &amounts, from, to);
+        }
+        let held: Vec<u64> = amounts.iter().flatten().filter(|&&a| a >= 0).map(|&a| a as u64).collect();
+        let bound = prop_oneof![
+            Just(None),
+            (0u64..u64::MAX).prop_map(Some),
+            (0u32..19).prop_map(|p| Some(10u64.pow(p))),
+            proptest::sample::select(held)
+                .prop_flat_map(|a| (0u64..=2).prop_map(move |s| Some((a + s).saturating_sub(1)))),
+        ];
+        let mut runner = TestRunner::new_with_rng(
+            Config { cases: 1000, failure_persistence: None, ..Config::default() },
+            TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+        );
+        runner
+            .run(&(bound.clone(), bound), |(from, to)| {
+                check(&index, &amounts, from, to);
                 Ok(())
             })
             .unwrap();
