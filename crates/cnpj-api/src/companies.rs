@@ -77,10 +77,11 @@ async fn search_route(
 }
 
 async fn count_route(
+    State(state): State<Shared>,
     Extension(Served { store, .. }): Extension<Served>,
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    count(store, &params).await.map(Json)
+    count(&state, store, &params).await.map(Json)
 }
 
 async fn reference_data_route(
@@ -128,7 +129,7 @@ pub async fn detail(
 pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let (page, per_page) = params::pagination(params)?;
-    let filters = params::search_filters(params)?;
+    let filters = params::search_filters(params, state.partners)?;
     let too_broad = params::too_broad(params);
     let (total, records) = blocking(move || match store.search(&filters, page, per_page, locale) {
         Err(StoreError::OverBudget) => Err(too_broad),
@@ -146,8 +147,8 @@ pub async fn search(state: &Shared, caller: &Caller, store: Arc<Store>, params: 
 
 /// GET /api/v1/companies/count: the total a search of the same filters would answer, free (the
 /// route's rate limit counts it), so that a query is sized before it is paid for.
-pub async fn count(store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
-    let filters = params::search_filters(params)?;
+pub async fn count(state: &Shared, store: Arc<Store>, params: &Params) -> Result<Value, ApiError> {
+    let filters = params::search_filters(params, state.partners)?;
     let too_broad = params::too_broad(params);
     let total = blocking(move || match store.search_count(&filters) {
         Err(StoreError::OverBudget) => Err(too_broad),

@@ -22,7 +22,7 @@ pub async fn export_cost(
     rows: u64,
 ) -> Result<(u64, u64, i64), ApiError> {
     let locale = params::locale(params)?;
-    let filters = params::search_filters(params)?;
+    let filters = params::search_filters(params, state.partners)?;
     let too_broad = params::too_broad(params);
     let (total, _) = blocking(move || match store.search(&filters, 1, 1, locale) {
         Err(StoreError::OverBudget) => Err(too_broad),
@@ -44,7 +44,7 @@ pub async fn export(
 ) -> Result<Vec<Value>, ApiError> {
     const PAGE: u64 = 1_000;
     let locale = params::locale(params)?;
-    let filters = params::search_filters(params)?;
+    let filters = params::search_filters(params, state.partners)?;
     let too_broad = params::too_broad(params);
     let rows = rows.min(EXPORT_MAX);
     let records = blocking(move || {

@@ -247,7 +247,7 @@ impl Endpoint {
         let store = Arc::clone(&served.store);
         match self {
             Endpoint::Search => companies::search(state, caller, store, &query(args, &[])?).await,
-            Endpoint::Count => companies::count(store, &query(args, &[])?).await,
+            Endpoint::Count => companies::count(state, store, &query(args, &[])?).await,
             Endpoint::Detail => {
                 companies::detail(state, caller, store, &required(args, "cnpj")?, &query(args, &[])?).await
             }
@@ -534,6 +534,8 @@ struct FilterArgs {
     mei: Option<bool>,
     /// true: head offices only; false: branches only.
     head_office: Option<bool>,
+    /// The establishments of the companies of this partner (its partner_id).
+    partner_id: Option<String>,
 }
 
 #[derive(JsonSchema)]
@@ -636,7 +638,7 @@ mod tests {
         let Value::Object(args) = args else { panic!("arguments are an object") };
         let read = query(&args, &["cnpjs"]).and_then(|params| {
             let (page, per_page) = crate::params::pagination(&params)?;
-            let states = crate::params::search_filters(&params)?.state;
+            let states = crate::params::search_filters(&params, true)?.state;
             Ok((page, per_page, (!states.is_empty()).then(|| states.join(","))))
         });
         let named = read.map_err(|e| match e {

@@ -168,7 +168,7 @@ fn cnpj(params: &Params) -> Result<Option<CnpjQuery>, ApiError> {
 }
 
 /// The search endpoint's filters, text terms first.
-pub const SEARCH_FILTERS: [&str; 22] = [
+pub const SEARCH_FILTERS: [&str; 23] = [
     "trading_name",
     "neighborhood",
     "cnpj",
@@ -191,6 +191,7 @@ pub const SEARCH_FILTERS: [&str; 22] = [
     "simples",
     "mei",
     "head_office",
+    "partner_id",
 ];
 
 /// The filters of a search that ran past its budget to name in its 400: the text terms given
@@ -209,7 +210,12 @@ pub fn too_broad(params: &Params) -> ApiError {
 
 /// Every filter of GET /api/v1/companies/search (and of its count), validated: a code filter
 /// takes one value or a comma-separated list ([`filter::list`]).
-pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
+/// `partners`: whether partners are served (`serve --partners`); without them the `partner_id`
+/// filter is gone as their endpoints are (404).
+pub fn search_filters(params: &Params, partners: bool) -> Result<SearchFilters, ApiError> {
+    if !partners && params.values.contains_key("partner_id") {
+        return Err(ApiError::NotFound);
+    }
     let cnpj = cnpj(params)?;
     let zip_prefix = checked(params, "zip_code", filter::zip_prefix)?;
     let porte = codes(params, "porte_empresa_code", Code::COMPANY_SIZE)?;
@@ -242,6 +248,7 @@ pub fn search_filters(params: &Params) -> Result<SearchFilters, ApiError> {
         simples: flag("simples")?,
         mei: flag("mei")?,
         head_office: flag("head_office")?,
+        partner_id: checked(params, "partner_id", filter::partner_id)?,
     })
 }
 
@@ -314,12 +321,9 @@ pub fn term(params: &Params) -> Result<Option<&str>, ApiError> {
     params.text("term")
 }
 
-/// A `partner_id` in a path: `p` and 16 of base32's lower-case letters and digits (`None`: no such
-/// partner).
-pub fn partner_id(raw: &str) -> Option<&str> {
-    let b = raw.as_bytes();
-    let valid = b.len() == 17 && b[0] == b'p' && b[1..].iter().all(|c| matches!(c, b'a'..=b'z' | b'2'..=b'7'));
-    valid.then_some(raw)
+/// A `partner_id` in a path ([`filter::partner_id`]; `None`: no such partner).
+pub fn partner_id(raw: &str) -> Option<String> {
+    filter::partner_id(raw).ok()
 }
 
 /// The `document` filter of the partners' search: a person's masked CPF in a served form
@@ -392,7 +396,7 @@ mod tests {
     }
 
     fn check(pairs: &[(&str, &str)], expected: Result<SearchFilters, &str>) {
-        let got = search_filters(&params(pairs)).map_err(named);
+        let got = search_filters(&params(pairs), true).map_err(named);
         assert_eq!(got, expected.map_err(str::to_owned), "{pairs:?}");
     }
 
@@ -522,6 +526,7 @@ mod tests {
             "simples",
             "mei",
             "head_office",
+            "partner_id",
         ] {
             check(&[(name, "")], Err(name));
         }
@@ -546,8 +551,8 @@ mod tests {
         assert_eq!(p.get("a").ok().flatten(), Some("100%"));
         assert_eq!(p.get("b").map_err(named), Err("b".to_owned()), "a key without `=` has an empty value");
         let bad = Params::parse("trading_name=%FF");
-        assert_eq!(search_filters(&bad).map_err(named), Err("trading_name".to_owned()));
-        assert!(search_filters(&Params::parse("%FF=1&other=%FE")).is_ok(), "unknown parameters are ignored");
+        assert_eq!(search_filters(&bad, true).map_err(named), Err("trading_name".to_owned()));
+        assert!(search_filters(&Params::parse("%FF=1&other=%FE"), true).is_ok(), "unknown parameters are ignored");
     }
 
     /// The characters of a regex class body as the document writes it (`\t`, `\r`, `\uXXXX`,

@@ -81,7 +81,7 @@ pub async fn partner(
 ) -> Result<Value, ApiError> {
     let locale = params::locale(params)?;
     let (page, per_page) = params::pagination(params)?;
-    let id = params::partner_id(id).ok_or(ApiError::PartnerNotFound)?.to_owned();
+    let id = params::partner_id(id).ok_or(ApiError::PartnerNotFound)?;
     let found = blocking(move || Ok(store.partner(&id, page, per_page, locale)?)).await?;
     let (total, record) = found.ok_or(ApiError::PartnerNotFound)?;
     charge(state, caller, state.prices.detail, "partner").await?;

@@ -318,6 +318,9 @@ pub struct FilterArgs {
     /// true: head offices only; false: branches only.
     #[arg(long, value_parser = filter::boolean)]
     pub head_office: Option<bool>,
+    /// The establishments of the companies of this partner (its `partner_id`).
+    #[arg(long, value_parser = filter::partner_id)]
+    pub partner_id: Option<String>,
 }
 
 /// A code filter's values ([`filter::list`]).
@@ -353,6 +356,7 @@ impl FilterArgs {
             simples: self.simples,
             mei: self.mei,
             head_office: self.head_office,
+            partner_id: self.partner_id,
         }
     }
 }

@@ -26,6 +26,8 @@ pub enum FilterError {
     Money,
     #[error("must be true or false")]
     Boolean,
+    #[error("must be a partner_id: p and 16 of a-z and 2-7")]
+    PartnerId,
 }
 
 /// The most values a code filter's list holds.
@@ -69,6 +71,13 @@ pub fn money(text: &str) -> Result<u64, FilterError> {
 /// Cents as the decimal text SQL casts to DECIMAL(18, 2) (`100050` → `1000.50`).
 pub fn money_text(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
+}
+
+/// A `partner_id` (contract §14): `p` and 16 characters of lower-case base32, as written.
+pub fn partner_id(text: &str) -> Result<String, FilterError> {
+    let b = text.as_bytes();
+    let valid = b.len() == 17 && b[0] == b'p' && b[1..].iter().all(|c| matches!(c, b'a'..=b'z' | b'2'..=b'7'));
+    if valid { Ok(text.to_owned()) } else { Err(FilterError::PartnerId) }
 }
 
 /// A yes-or-no filter: `true` or `false`, as written.

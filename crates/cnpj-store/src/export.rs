@@ -430,6 +430,7 @@ fn filters_json(f: &SearchFilters) -> serde_json::Map<String, serde_json::Value>
         ("simples", flag(f.simples)),
         ("mei", flag(f.mei)),
         ("head_office", flag(f.head_office)),
+        ("partner_id", f.partner_id.clone()),
     ]
     .into_iter()
     .filter_map(|(name, value)| value.map(|v| (name.to_owned(), serde_json::Value::String(v))))

@@ -469,7 +469,7 @@ impl Store {
     /// as searches are.
     pub fn search_count(&self, filters: &SearchFilters) -> Result<u64, StoreError> {
         if let Some(index) = &self.search {
-            let conditions = filters.conditions(|name| self.city_codes(name));
+            let conditions = self.conditions(filters)?;
             match index.matches(&conditions) {
                 Ok(Some(matches)) => {
                     metrics::counter!("cnpj_searches_total", "answered_by" => "index").increment(1);
@@ -520,11 +520,23 @@ impl Store {
         page: u64,
         per_page: u64,
     ) -> Result<Option<(u64, Vec<String>)>, StoreError> {
-        let conditions = filters.conditions(|name| self.city_codes(name));
+        let conditions = self.conditions(filters)?;
         let Some(matches) = index.matches(&conditions)? else { return Ok(None) };
         let offset = page.saturating_sub(1).saturating_mul(per_page);
         let total = matches.len();
         Ok(Some((total, index.cnpjs(&matches, total, offset, per_page))))
+    }
+
+    /// The filters as the search index's conditions; a partner's companies read from
+    /// `partner_links` (its rows sit together: the zone maps find them).
+    fn conditions(&self, filters: &SearchFilters) -> Result<Vec<cnpj_index::Condition>, StoreError> {
+        let mut conditions = filters.conditions(|name| self.city_codes(name));
+        if let Some(id) = &filters.partner_id {
+            let sql = "SELECT DISTINCT cnpj_basico FROM partner_links WHERE partner_id = $1 ORDER BY 1";
+            let bases = self.backend.rows("partner's companies", sql, std::slice::from_ref(id))?;
+            conditions.push(cnpj_index::Condition::Companies(bases.iter().map(|r| text(r, 0)).collect()));
+        }
+        Ok(conditions)
     }
 
     /// The codes of the cities named `name` (folded equality).

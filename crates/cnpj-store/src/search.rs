@@ -48,6 +48,8 @@ pub struct SearchFilters {
     pub mei: Option<bool>,
     /// Head offices (true) or branches (false).
     pub head_office: Option<bool>,
+    /// The establishments of the companies of this partner (contract §14; a `partner_id`).
+    pub partner_id: Option<String>,
 }
 
 /// The largest capital DECIMAL(18, 2) holds, in cents.
@@ -193,8 +195,12 @@ impl SearchFilters {
         w.any("e.situacao_cadastral", &self.situacao);
     }
 
-    /// The secondary activities, the capital, the contacts, the tax options and the head office.
+    /// The secondary activities, the capital, the contacts, the tax options, the head office and
+    /// a partner's companies.
     fn company_facts_sql(&self, w: &mut Where, pg: bool) {
+        if let Some(id) = &self.partner_id {
+            w.eq("e.cnpj_basico IN (SELECT cnpj_basico FROM partner_links WHERE partner_id = $)", id.clone());
+        }
         if !self.any_sector.is_empty() {
             let main = w.test("e.cnae_fiscal", &self.any_sector);
             // The same parameters again, as a list literal.

@@ -1134,6 +1134,9 @@ fn postgres_answers_byte_for_byte_like_duckdb() {
             .collect();
         gets.extend(partners.iter().step_by(stride).map(|p| format!("/api/v1/partners/{p}?per_page=2")));
         gets.push(format!("/api/v1/partners/{}?per_page=1&page=2", partners[0]));
+        gets.extend(
+            partners.iter().step_by(9 * stride).take(12).map(|p| format!("/api/v1/companies/search?partner_id={p}")),
+        );
         for query in [
             "per_page=50",
             "name=silva",

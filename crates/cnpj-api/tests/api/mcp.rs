@@ -90,7 +90,15 @@ fn cases() -> Vec<Case> {
             json!({"cnpj": "11.222.333/0001-81", "depth": 3, "locale": "es"}),
             "/api/v1/companies/11.222.333%2F0001-81/network?depth=3&locale=es",
         ),
-        // Refused: the REST errors.
+    ]
+    .into_iter()
+    .chain(refused_cases())
+    .collect()
+}
+
+/// Cases refused: the REST errors.
+fn refused_cases() -> Vec<Case> {
+    vec![
         case("search_companies", json!({"per_page": 51}), "/api/v1/companies/search?per_page=51"),
         case("count_companies", json!({"state": "SP,,RJ"}), "/api/v1/companies/count?state=SP,,RJ"),
         case("get_company", json!({"cnpj": "11222333000182"}), "/api/v1/companies/11222333000182"),

@@ -189,6 +189,7 @@ fn a_partner_s_page_is_its_links_company_and_events() {
         let expected: Vec<Vec<String>> = expected.iter().map(|l| (*l).clone()).collect();
         assert_eq!(seen, expected, "{id}");
     }
+    search_by_partner(&s, &token, &[busiest, holding.0.as_str()], &by_partner);
     let r = get(&s, &format!("/api/v1/partners/{}?locale=en", holding.0), &token);
     let own = &r.body["data"]["company"];
     assert_eq!(own["cnpj"].as_str().map(|c| &c[..8]), Some(holding.5.as_str()), "{}", r.body);
@@ -224,6 +225,28 @@ fn a_partner_s_page_is_its_links_company_and_events() {
         assert_eq!(error_of(&r), (404, "Partner not found."), "{id}");
     }
     assert_eq!(s.credits("lu"), before);
+}
+
+/// The search filter `partner_id`: the establishments of the partner's companies, on the index
+/// and counted alike; an id no partner has matches nothing; a malformed one is a 400.
+fn search_by_partner(s: &Server, token: &str, ids: &[&str], by_partner: &BTreeMap<&str, Vec<&Vec<String>>>) {
+    for &id in ids {
+        let sql = format!(
+            "SELECT count(*)::VARCHAR FROM estabelecimentos WHERE cnpj_basico IN \
+             (SELECT cnpj_basico FROM partner_links WHERE partner_id = '{id}')"
+        );
+        let expected: u64 = query(&s.db, &sql)[0][0].parse().unwrap();
+        let r = get(s, &format!("/api/v1/companies/search?partner_id={id}&per_page=50"), token);
+        assert_eq!(r.body["total"].as_u64(), Some(expected), "{id}: {}", r.body);
+        let bases: BTreeSet<&str> = by_partner[id].iter().map(|l| l[1].as_str()).collect();
+        assert!(r.body["data"].as_array().unwrap().iter().all(|e| bases.contains(&e["cnpj"].as_str().unwrap()[..8])));
+        let count = get(s, &format!("/api/v1/companies/count?partner_id={id}"), token);
+        assert_eq!(count.body["total"].as_u64(), Some(expected), "{id}");
+    }
+    let r = get(s, "/api/v1/companies/search?partner_id=paaaaaaaaaaaaaaaa", token);
+    assert_eq!(r.body["total"], 0);
+    let r = get(s, "/api/v1/companies/search?partner_id=x", token);
+    assert!(r.body["errors"].get("partner_id").is_some(), "{}", r.body);
 }
 
 /// The network walked by its rules: every edge between two of its nodes, the levels one step
@@ -345,6 +368,8 @@ fn partners_off_removes_the_partners_but_not_the_records_partners() {
         "/api/v1/partners/pjnrquzm2ntgqdkaa",
         "/api/v1/companies/11222333/network",
         "/api/v1/companies/11222333000181/network",
+        "/api/v1/companies/search?partner_id=pjnrquzm2ntgqdkaa",
+        "/api/v1/companies/count?partner_id=pjnrquzm2ntgqdkaa",
     ] {
         assert_eq!(error_of(&get(&s, path, &token)), (404, "Not found."), "{path}");
     }
@@ -353,7 +378,7 @@ fn partners_off_removes_the_partners_but_not_the_records_partners() {
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
     let listed = String::from_utf8(super::mcp::mcp_post(&s, &token, list.as_bytes()).raw).unwrap();
     for tool in ["search_partners", "get_partner", "company_network"] {
-        assert!(!listed.contains(tool), "{tool}: {listed}");
+        assert!(!listed.contains(&format!("\"name\":\"{tool}\"")), "{tool}: {listed}");
     }
     assert!(listed.contains("search_companies"), "{listed}");
     assert_eq!(s.credits("ana"), (99, 1), "only the record was charged");

@@ -652,6 +652,8 @@ struct Pools {
     secondaries: Vec<String>,
     /// Capitals held (in cents, and a cent either side) and round amounts.
     capitals: Vec<u64>,
+    /// Partners (of one company and of several), and an id no one has.
+    partners: Vec<String>,
 }
 
 /// Pieces of `texts`: whole values, words, and cuts that start and end mid-word or span words.
@@ -738,6 +740,11 @@ fn pools(db: &Path) -> Pools {
             "SELECT DISTINCT unnest(cnaes_secundarios) FROM estabelecimentos USING SAMPLE 60 ROWS",
             &["9999999"],
         ),
+        partners: column(
+            "SELECT partner_id FROM (SELECT partner_id, count(*) AS n FROM partner_links GROUP BY 1) \
+             ORDER BY n DESC, partner_id LIMIT 30",
+            &["paaaaaaaaaaaaaaaa"],
+        ),
         capitals: {
             let held = column(
                 "SELECT DISTINCT CAST(capital_social AS VARCHAR) FROM empresas WHERE capital_social >= 0 \
@@ -785,7 +792,7 @@ fn the_search_index_answers_as_sql_does() {
             (pick(&p.cnpjs), pick(&p.basicos), codes(&p.cnaes), codes(&p.states), codes(&p.city_ids), pick(&p.cities)),
             (codes(&p.portes), codes(&p.natures), codes(&p.situacoes), pick(&p.dates), pick(&p.dates), pick(&p.zips)),
             (pick(&p.names), pick(&p.neighborhoods), 1u64..5, 1u64..51, any::<bool>()),
-            (codes(&p.secondaries), capital(), capital(), (flag(), flag(), flag(), flag(), flag())),
+            (codes(&p.secondaries), capital(), capital(), (flag(), flag(), flag(), flag(), flag()), pick(&p.partners)),
         );
         let mut runner = TestRunner::new_with_rng(
             Config { cases: 300, failure_persistence: None, ..Config::default() },
@@ -799,7 +806,13 @@ fn the_search_index_answers_as_sql_does() {
                     (cnpj, basico, cnae, state, city_id, city),
                     (porte, nature, situacao, from, to, zip),
                     (name, hood, page, per_page, far),
-                    (any_sector, capital_from, capital_to, (has_email, has_phone, simples, mei, head_office)),
+                    (
+                        any_sector,
+                        capital_from,
+                        capital_to,
+                        (has_email, has_phone, simples, mei, head_office),
+                        partner_id,
+                    ),
                 )| {
                     let f = SearchFilters {
                         cnpj: cnpj.or(basico).map(|c| CnpjQuery::parse(&c).unwrap()),
@@ -823,6 +836,7 @@ fn the_search_index_answers_as_sql_does() {
                         simples,
                         mei,
                         head_office,
+                        partner_id,
                     };
                     let page = if far { page * 1000 } else { page };
                     let sql = store.search_by_sql(&f, page, per_page, Locale::En).unwrap();

@@ -28,6 +28,8 @@ use crate::text::{civil_from_days, days_from_civil, parse_date};
 pub enum Condition {
     /// A 14-character CNPJ, or the 8 characters of a company's establishments.
     Cnpj(String),
+    /// The establishments of any of these companies (8 characters each; a partner's companies).
+    Companies(Vec<String>),
     /// The key of `table` is one of `values` (several: a city name of several codes).
     AnyOf { table: &'static str, values: Vec<String> },
     /// The opening date, `YYYY-MM-DD`, inclusive on both sides.
@@ -122,12 +124,25 @@ impl SearchIndex {
     /// What one condition resolves to; `None` when it is beyond the index.
     fn condition(&self, condition: &Condition) -> Result<Option<Resolved>, SearchIndexError> {
         let set = match condition {
+            Condition::Companies(bases) => {
+                // Each company's establishments are one run of positions (CNPJ order).
+                let mut set = RoaringBitmap::new();
+                for basico in bases {
+                    set |= self.ordinals(self.company_positions(basico));
+                }
+                Arc::new(set)
+            }
             Condition::Cnpj(cnpj) => {
-                let (first, last) = match cnpj.len() {
-                    14 => (pack(cnpj.as_bytes()), pack(cnpj.as_bytes())),
-                    _ => (pack(format!("{cnpj}0000").as_bytes()), pack(format!("{cnpj}ZZZZ").as_bytes())),
+                let (start, end) = match cnpj.len() {
+                    14 => {
+                        let packed = pack(cnpj.as_bytes());
+                        (self.lower_bound(packed), self.lower_bound(packed.saturating_add(1)))
+                    }
+                    _ => {
+                        let positions = self.company_positions(cnpj);
+                        (positions.start, positions.end)
+                    }
                 };
-                let (start, end) = (self.lower_bound(first), self.lower_bound(last.saturating_add(1)));
                 let mut set = self.ordinals(start..end);
                 // A full CNPJ must also have its check digits.
                 if cnpj.len() == 14 && start < end && unpack(self.packed_at(start as usize)) != *cnpj {

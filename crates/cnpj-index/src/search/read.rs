@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use roaring::{MultiOps, RoaringBitmap};
 
 use super::SearchIndexError;
-use super::format::{MAGIC, UPPER, decode_list};
+use super::format::{MAGIC, UPPER, decode_list, pack};
 use crate::lookup::varint;
 
 /// The keys of one posting table, `\n`-separated in one buffer (so that words can be searched
@@ -291,6 +291,12 @@ impl SearchIndex {
             if self.packed_at(mid as usize) < packed { lo = mid + 1 } else { hi = mid }
         }
         lo
+    }
+
+    /// The positions of a company's establishments (its 8 characters): one run, in CNPJ order.
+    pub(super) fn company_positions(&self, basico: &str) -> std::ops::Range<u64> {
+        let (first, last) = (pack(format!("{basico}0000").as_bytes()), pack(format!("{basico}ZZZZ").as_bytes()));
+        self.lower_bound(first)..self.lower_bound(last.saturating_add(1))
     }
 
     /// `set` filtered by `keep(position)`.
