@@ -503,31 +503,7 @@ mod tests {
 
     #[test]
     fn empty_values_are_invalid_for_every_parameter() {
-        for name in [
-            "business_sector",
-            "city_id",
-            "city",
-            "state",
-            "porte_empresa_code",
-            "company_size",
-            "opening_date_from",
-            "opening_date_to",
-            "trading_name",
-            "neighborhood",
-            "zip_code",
-            "nature_code",
-            "cnpj",
-            "situacao_cadastral",
-            "any_sector",
-            "capital_from",
-            "capital_to",
-            "has_email",
-            "has_phone",
-            "simples",
-            "mei",
-            "head_office",
-            "partner_id",
-        ] {
+        for name in SEARCH_FILTERS {
             check(&[(name, "")], Err(name));
         }
         for name in ["trading_name", "neighborhood", "city"] {
