@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::routing::get;
-use axum::{Extension, Json, Router, middleware};
+use axum::{Extension, Json, Router};
 use cnpj_store::Store;
 use serde_json::{Value, json};
 
@@ -17,11 +17,8 @@ use crate::server::{self, Caller, Served, Shared, blocking, charge, of_company, 
 
 /// The route, behind its method's check, the dataset the request arrived on and authentication.
 pub fn routes(state: &Shared) -> Router<Shared> {
-    Router::new()
-        .route("/api/v1/changes", get(changes_route).fallback(server::not_allowed("GET")))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(state), server::authenticate))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(state), server::with_dataset))
-        .route_layer(middleware::from_fn_with_state("GET", server::only_method))
+    let routes = Router::new().route("/api/v1/changes", get(changes_route).fallback(server::not_allowed("GET")));
+    server::dataset_routes(state, "GET", routes)
 }
 
 async fn changes_route(

@@ -14,7 +14,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router, middleware};
+use axum::{Extension, Json, Router};
 use cnpj_model::{BatchRecord, CnpjQuery, Locale};
 use cnpj_store::{SearchFilters, Store, StoreError};
 use serde_json::{Value, json};
@@ -28,23 +28,14 @@ use crate::server::{self, AppState, Caller, Served, Shared, blocking, charge, of
 /// The routes, each behind its method's check, the dataset the request arrived on and
 /// authentication.
 pub fn routes(state: &Shared) -> Router<Shared> {
-    let authenticate = || middleware::from_fn_with_state(Arc::clone(state), server::authenticate);
-    let with_dataset = || middleware::from_fn_with_state(Arc::clone(state), server::with_dataset);
     let gets = Router::new()
         .route("/api/v1/companies/search", get(search_route).fallback(server::not_allowed("GET")))
         .route("/api/v1/companies/count", get(count_route).fallback(server::not_allowed("GET")))
         .route(COMPANY_ROUTE, get(detail_route).fallback(server::not_allowed("GET")))
         .route("/api/v1/reference-data", get(reference_data_route).fallback(server::not_allowed("GET")))
-        .route("/api/v1/cities", get(cities_route).fallback(server::not_allowed("GET")))
-        .route_layer(authenticate())
-        .route_layer(with_dataset())
-        .route_layer(middleware::from_fn_with_state("GET", server::only_method));
-    let posts = Router::new()
-        .route("/api/v1/companies/batch", post(batch_route).fallback(server::not_allowed("POST")))
-        .route_layer(authenticate())
-        .route_layer(with_dataset())
-        .route_layer(middleware::from_fn_with_state("POST", server::only_method));
-    gets.merge(posts)
+        .route("/api/v1/cities", get(cities_route).fallback(server::not_allowed("GET")));
+    let posts = Router::new().route("/api/v1/companies/batch", post(batch_route).fallback(server::not_allowed("POST")));
+    server::dataset_routes(state, "GET", gets).merge(server::dataset_routes(state, "POST", posts))
 }
 
 /// GET /api/v1/companies/{cnpj}, and `…/history`.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::routing::get;
-use axum::{Extension, Json, Router, middleware};
+use axum::{Extension, Json, Router};
 use cnpj_store::{Store, StoreError};
 use serde_json::Value;
 
@@ -18,14 +18,10 @@ use crate::params::{self, Params};
 use crate::server::{self, Caller, Served, Shared, blocking, charge, of_company, pagination};
 
 pub fn routes(state: &Shared) -> Router<Shared> {
-    let authenticate = || middleware::from_fn_with_state(Arc::clone(state), server::authenticate);
-    let with_dataset = || middleware::from_fn_with_state(Arc::clone(state), server::with_dataset);
-    Router::new()
+    let routes = Router::new()
         .route("/api/v1/partners/search", get(search_route).fallback(server::not_allowed("GET")))
-        .route("/api/v1/partners/{partner_id}", get(partner_route).fallback(server::not_allowed("GET")))
-        .route_layer(authenticate())
-        .route_layer(with_dataset())
-        .route_layer(middleware::from_fn_with_state("GET", server::only_method))
+        .route("/api/v1/partners/{partner_id}", get(partner_route).fallback(server::not_allowed("GET")));
+    server::dataset_routes(state, "GET", routes)
 }
 
 async fn search_route(

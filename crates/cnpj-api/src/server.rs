@@ -360,6 +360,15 @@ pub(crate) async fn authenticate(State(state): State<Shared>, mut request: Reque
     response
 }
 
+/// `routes` of `method` that read the dataset: each behind the method's check, then the dataset
+/// the request arrived on, then authentication (the order every family of endpoints keeps).
+pub(crate) fn dataset_routes(state: &Shared, method: &'static str, routes: Router<Shared>) -> Router<Shared> {
+    routes
+        .route_layer(middleware::from_fn_with_state(Arc::clone(state), authenticate))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(state), with_dataset))
+        .route_layer(middleware::from_fn_with_state(method, only_method))
+}
+
 /// Debits `amount`; `Err(402)` when the balance cannot cover it (nothing is debited). Counted in
 /// `cnpj_credits_charged_total` by what was charged.
 pub(crate) async fn charge(state: &Shared, caller: &Caller, amount: i64, what: &'static str) -> Result<i64, ApiError> {

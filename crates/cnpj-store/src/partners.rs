@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use cnpj_model::partner::{company_partner_id, identity_rule};
+use cnpj_model::partner::identity_rule;
 use cnpj_model::{CnpjQuery, Locale, fold};
 use serde::Serialize;
 
@@ -18,6 +18,10 @@ use crate::backend::{Dialect, TextRow};
 use crate::changes::Change;
 use crate::search::like_escape;
 use crate::{ESTABLISHMENT_COLUMNS, Key, Store, StoreError, opt, placeholders, text};
+
+mod network;
+
+pub use network::{Network, NetworkEdge, NetworkNode, NetworkOptions, NodeDetail};
 
 /// Validated filters of `GET /api/v1/partners/search`, combined with AND.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -355,10 +359,6 @@ impl Store {
     }
 }
 
-pub use network::{Network, NetworkEdge, NetworkNode, NetworkOptions, NodeDetail};
-
-mod network;
-
 /// The distinct values of column 0 of `rows`, sorted.
 fn distinct(rows: &[TextRow]) -> Vec<String> {
     rows.iter().map(|r| text(r, 0)).collect::<BTreeSet<_>>().into_iter().collect()
@@ -370,9 +370,4 @@ fn rows_in(store: &Store, context: &'static str, sql: &str, values: &[String]) -
         return Ok(Vec::new());
     }
     store.backend.rows(context, &sql.replace("IN (?)", &format!("IN ({})", placeholders(0, values.len()))), values)
-}
-
-/// The id a company has as a partner, for [`network`].
-fn as_partner(basico: &str) -> String {
-    company_partner_id(basico)
 }

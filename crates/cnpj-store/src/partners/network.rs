@@ -8,10 +8,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use cnpj_model::partner::company_partner_id;
 use cnpj_model::{CnpjQuery, Locale};
 use serde::Serialize;
 
-use super::{CompanyInfo, as_partner, distinct, rows_in};
+use super::{CompanyInfo, distinct, rows_in};
 use crate::{Store, StoreError, opt, text};
 
 /// How far a walk goes.
@@ -128,12 +129,13 @@ impl Walk<'_> {
     /// The nodes joined to `ids` at no step: a company's identity as a partner (when it is a
     /// partner of any company) and a legal-entity partner's company (when the registry has it).
     fn joins(&mut self, ids: &[String]) -> Result<BTreeSet<String>, StoreError> {
-        let as_partners: Vec<String> = ids.iter().filter(|id| Self::is_company(id)).map(|b| as_partner(b)).collect();
+        let as_partners: HashMap<String, &String> =
+            ids.iter().filter(|id| Self::is_company(id)).map(|b| (company_partner_id(b), b)).collect();
+        let asked: Vec<String> = as_partners.keys().cloned().collect();
         let sql = "SELECT DISTINCT partner_id FROM partner_links WHERE partner_id IN (?)";
         let mut joined = BTreeSet::new();
-        for partner in distinct(&rows_in(self.store, "network joins", sql, &as_partners)?) {
-            let basico = ids.iter().find(|b| as_partner(b) == partner).cloned().unwrap_or_default();
-            self.partners.insert(partner.clone(), basico);
+        for partner in distinct(&rows_in(self.store, "network joins", sql, &asked)?) {
+            self.partners.insert(partner.clone(), as_partners[&partner].clone());
             joined.insert(partner);
         }
         let their_companies: BTreeSet<String> =
