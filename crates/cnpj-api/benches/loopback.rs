@@ -29,7 +29,7 @@
 //! default 2), `CNPJ_BENCH_BASELINE` (`0`: no baseline), `CNPJ_BENCH_BASELINE_API` and
 //! `CNPJ_BENCH_BASELINE_DB` (the baseline is then another `cnpj-api` binary, e.g. today's main
 //! built apart, serving its own build of the same month, instead of this server searching by SQL
-//! with an unbounded `--search-budget`), `CNPJ_BENCH_SUITES` (`0`: the scenarios only)).
+//! with an unbounded `--search-budget`), `CNPJ_BENCH_SUITES` (`0`: the scenarios only; `partners`: the scenarios and the partners suite)).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -751,8 +751,14 @@ fn main() {
         let baseline = (Path::new(api), base_db.as_str());
         detail_in_turns(&addr, &detail, (&accounts, &dataset), baseline, (connections, seconds), &row);
     }
-    if std::env::var("CNPJ_BENCH_SUITES").is_ok_and(|v| v == "0") {
-        return;
+    match std::env::var("CNPJ_BENCH_SUITES").as_deref() {
+        Ok("0") => return,
+        Ok("partners") => {
+            partners::run(&db, &addr, &get_at, query_seconds);
+            println!("server memory after the partners suite: peak RSS {:.0} MB", server.peak_rss_mb());
+            return;
+        }
+        _ => {}
     }
 
     // The search suite: each query alone on the index, then on SQL (the baseline).

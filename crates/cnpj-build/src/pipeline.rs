@@ -361,6 +361,10 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     let transform_started = Instant::now();
     loader.record(stored.into_iter().collect::<Result<Vec<_>, _>>()?);
     let summary = loader.transform(files)?;
+    observer.stage("indexing the partners");
+    let partners_started = Instant::now();
+    let identities = loader.feed_partners(&serving)?;
+    tracing::debug!(identities, seconds = partners_started.elapsed().as_secs_f64(), "partners fed");
     timings.transform = transform_started.elapsed().as_secs_f64();
 
     let changes_started = Instant::now();

@@ -140,6 +140,8 @@ impl<'a> Differ<'a> {
             LookupTable::Partners => Kind::Partners,
             LookupTable::Simples => Kind::Simples,
             LookupTable::Regimes => Kind::Regimes,
+            // Partners' events are the companies' partner rows (`Partners`).
+            LookupTable::PartnerIds => return Ok(None),
         };
         let file = File::create(&path).map_err(|source| IndexError::Io { path: path.clone(), source })?;
         Ok(Some(Differ {
@@ -232,7 +234,7 @@ mod co {
 
 /// Cells per partner in a partners' entry, and which of them make a partner (nome, qualificação,
 /// documento).
-const PARTNER_CELLS: usize = 10;
+const PARTNER_CELLS: usize = 11;
 
 /// Records the events between last month's row `old` and this month's `new` of `key`.
 fn compare(kind: Kind, sink: &mut Sink, key: &str, old: Option<&[u8]>, new: Option<&[u8]>) -> Result<(), IndexError> {
@@ -557,9 +559,21 @@ mod tests {
     fn partners_compare_as_multisets_and_options_by_their_s() {
         let s = |t: &'static str| Some(t);
         let partner = |nome: &'static str, doc: &'static str| {
-            [Some(nome), Some("49"), Some("2"), Some(doc), None, Some("4"), Some(""), Some(""), Some(""), Some("00")]
+            [
+                Some(nome),
+                Some("49"),
+                Some("2"),
+                Some(doc),
+                None,
+                Some("4"),
+                Some(""),
+                Some(""),
+                Some(""),
+                Some("00"),
+                Some(""),
+            ]
         };
-        let partners = |list: &[[Option<&'static str>; 10]]| list.concat();
+        let partners = |list: &[[Option<&'static str>; PARTNER_CELLS]]| list.concat();
         check(
             LookupTable::Partners,
             &[("11111111", partners(&[partner("ANA", "***1**"), partner("BRUNO", "***2**")]))],

@@ -16,8 +16,8 @@ use crate::IndexError;
 use crate::changes::{ChangeFile, Differ, Previous};
 use crate::lookup::{FinishedPart, LookupError, LookupTable, Part, TableWriter, Writer, put_cell};
 use crate::search::{
-    CAPITAL_LIMIT, Field, Flag, HEAD_OFFICE, HalfColumns, Postings, Table, UPPER, capital_key, capital_range, pack,
-    write_index,
+    CAPITAL_LIMIT, Field, Flag, HEAD_OFFICE, HalfColumns, PartnerColumn, Postings, Table, UPPER, capital_key,
+    capital_range, pack, write_index,
 };
 use crate::text::date_text;
 
@@ -34,6 +34,8 @@ struct State {
     establishments_over: Option<bool>,
     /// The events of the comparison with the previous month, per finished table half.
     changes: Vec<ChangeFile>,
+    /// Partner identities, once the partners' feed finished.
+    partners: Option<u64>,
 }
 
 /// Writes the lookup file and the search index of one build (see the crate's docs). Files are
@@ -126,7 +128,7 @@ impl ServingWriter {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn table(&self, table: LookupTable, part: Part) -> Result<TableWriter, IndexError> {
+    pub(crate) fn table(&self, table: LookupTable, part: Part) -> Result<TableWriter, IndexError> {
         let writer = self
             .lookup
             .as_ref()
@@ -148,8 +150,22 @@ impl ServingWriter {
         self.state().lookup_parts.push(lookup);
     }
 
+    pub(crate) fn partners_fed(&self, lookup: FinishedPart, identities: u64) {
+        let mut state = self.state();
+        state.lookup_parts.push(lookup);
+        state.partners = Some(identities);
+    }
+
+    pub(crate) fn partner_ids_scratch(&self) -> PathBuf {
+        self.scratch("partner-ids", Part::Lower)
+    }
+
+    pub(crate) fn spill_bytes(&self) -> usize {
+        self.spill_bytes
+    }
+
     /// Writes `postings` to a new spill file.
-    fn spill(&self, postings: &mut Postings) -> Result<(), IndexError> {
+    pub(crate) fn spill(&self, postings: &mut Postings) -> Result<(), IndexError> {
         let path = {
             let mut state = self.state();
             let path = self.scratch(&format!("spill{}", state.spills.len()), Part::Lower);
@@ -185,7 +201,8 @@ impl ServingWriter {
         };
         let [lower, upper] = state.establishments;
         let columns = [half(Part::Lower, lower)?, half(Part::Upper, upper)?];
-        write_index(&self.search_path, columns, &state.spills, build_id)?;
+        let partners = state.partners.map(|rows| PartnerColumn { ids: self.partner_ids_scratch(), rows });
+        write_index(&self.search_path, columns, partners, &state.spills, build_id)?;
         for spill in &state.spills {
             let _ = std::fs::remove_file(spill);
         }
@@ -198,20 +215,14 @@ impl Drop for ServingWriter {
     fn drop(&mut self) {
         drop(self.lookup.take());
         for part in [Part::Lower, Part::Upper] {
-            for what in ["cnpjs", "days", "ceps", "companies"] {
+            for what in ["cnpjs", "days", "ceps", "companies", "partner-ids"] {
                 let _ = std::fs::remove_file(self.scratch(what, part));
             }
         }
         for spill in &self.state().spills {
             let _ = std::fs::remove_file(spill);
         }
-        for table in [
-            LookupTable::Establishments,
-            LookupTable::Companies,
-            LookupTable::Partners,
-            LookupTable::Simples,
-            LookupTable::Regimes,
-        ] {
+        for table in LookupTable::ALL {
             for part in [Part::Lower, Part::Upper] {
                 let _ = std::fs::remove_file(self.change_scratch(table, part));
             }
@@ -274,7 +285,7 @@ pub(crate) fn capital_keys(text: &str) -> Vec<(Table, String)> {
     keys
 }
 
-fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ {
     move |source| IndexError::Io { path: path.to_owned(), source }
 }
 
@@ -290,8 +301,9 @@ struct EstablishmentFeed<'a> {
     days: (PathBuf, BufWriter<File>),
     ceps: (PathBuf, BufWriter<File>),
     companies: (PathBuf, BufWriter<File>),
-    /// The company of the establishments since ordinal `.1`.
-    company: Option<([u8; 8], u32)>,
+    /// The company of the establishments since ordinal `.1`, and the states they are in
+    /// ([`uf_bit`]).
+    company: Option<([u8; 8], u32, u32)>,
     cells: Vec<u8>,
     differ: Option<Differ<'a>>,
     finished: bool,
@@ -299,12 +311,13 @@ struct EstablishmentFeed<'a> {
 
 impl EstablishmentFeed<'_> {
     fn end_company(&mut self, end: u32) -> Result<(), IndexError> {
-        if let Some((basico, start)) = self.company.take() {
+        if let Some((basico, start, states)) = self.company.take() {
             let (path, out) = &mut self.companies;
-            let mut record = [0u8; 16];
+            let mut record = [0u8; COMPANY_RECORD];
             record[..8].copy_from_slice(&basico);
             record[8..12].copy_from_slice(&start.to_le_bytes());
-            record[12..].copy_from_slice(&end.to_le_bytes());
+            record[12..16].copy_from_slice(&end.to_le_bytes());
+            record[16..].copy_from_slice(&states.to_le_bytes());
             out.write_all(&record).map_err(io_error(path))?;
         }
         Ok(())
@@ -360,7 +373,14 @@ impl EstablishmentFeed<'_> {
 
     /// Appends the establishment at `ordinal` to the index's columns (packed CNPJ, opening day,
     /// CEP suffix), and notes where its company's run of establishments starts.
-    fn put_columns(&mut self, cnpj: &str, ordinal: u32, day: u8, cep_suffix: u16) -> Result<(), IndexError> {
+    fn put_columns(
+        &mut self,
+        r: &EstabelecimentoRow,
+        ordinal: u32,
+        day: u8,
+        cep_suffix: u16,
+    ) -> Result<(), IndexError> {
+        let cnpj = &r.cnpj;
         let (path, out) = &mut self.cnpjs;
         out.write_all(&pack(cnpj.as_bytes()).to_le_bytes()).map_err(io_error(path))?;
         let (path, out) = &mut self.days;
@@ -368,9 +388,12 @@ impl EstablishmentFeed<'_> {
         let (path, out) = &mut self.ceps;
         out.write_all(&cep_suffix.to_le_bytes()).map_err(io_error(path))?;
         let basico: [u8; 8] = cnpj.as_bytes()[..8].try_into().expect("a CNPJ has 14 characters");
-        if self.company.is_none_or(|(b, _)| b != basico) {
+        if self.company.is_none_or(|(b, ..)| b != basico) {
             self.end_company(ordinal)?;
-            self.company = Some((basico, ordinal));
+            self.company = Some((basico, ordinal, 0));
+        }
+        if let Some((.., states)) = &mut self.company {
+            *states |= uf_bit(&r.uf);
         }
         Ok(())
     }
@@ -426,7 +449,7 @@ impl Feed<EstabelecimentoRow> for EstablishmentFeed<'_> {
             differ.row(&r.cnpj, &self.cells)?;
         }
         let (day, cep_suffix) = self.index(r, ordinal, opened.as_deref())?;
-        self.put_columns(&r.cnpj, ordinal, day, cep_suffix)
+        self.put_columns(r, ordinal, day, cep_suffix)
     }
 
     fn finish(mut self: Box<Self>) -> Result<(), IndexError> {
@@ -479,27 +502,54 @@ impl Fed for EstabelecimentoRow {
     }
 }
 
+/// A company's record in the establishments' scratch file: its base, the ordinals of its first
+/// establishment and of the one after its last (u32 each), and the states they are in (u32,
+/// [`uf_bit`]).
+const COMPANY_RECORD: usize = 20;
+
+/// The states a company's establishments are in, a bit each, as the partners' search needs them
+/// (`socio_uf`): the 27 states and `EX` (abroad). Another code sets no bit: a search for it is
+/// answered by SQL (see `cnpj_store`).
+pub const UF_CODES: [&str; 28] = [
+    "AC", "AL", "AM", "AP", "BA", "CE", "DF", "ES", "GO", "MA", "MG", "MS", "MT", "PA", "PB", "PE", "PI", "PR", "RJ",
+    "RN", "RO", "RR", "RS", "SC", "SE", "SP", "TO", "EX",
+];
+
+fn uf_bit(uf: &str) -> u32 {
+    UF_CODES.iter().position(|c| *c == uf).map_or(0, |i| 1 << i)
+}
+
 /// Reads the establishments' company ranges (lower half, then upper half) in company order.
-struct CompanyRanges {
+pub struct CompanyRanges {
     files: Vec<(PathBuf, BufReader<File>)>,
-    current: Option<([u8; 8], u32, u32)>,
+    current: Option<([u8; 8], u32, u32, u32)>,
 }
 
 impl CompanyRanges {
     /// The ordinals of the establishments of `basico` (companies must be asked in order).
     fn of(&mut self, basico: &[u8]) -> Result<Option<std::ops::Range<u32>>, IndexError> {
+        Ok(self.record(basico)?.map(|(start, end, _)| start..end))
+    }
+
+    /// The states of the establishments of `basico`, one bit each (the codes of [`UF_CODES`]);
+    /// companies must be asked in order.
+    pub fn states_of(&mut self, basico: &[u8]) -> Result<u32, IndexError> {
+        Ok(self.record(basico)?.map_or(0, |(.., states)| states))
+    }
+
+    fn record(&mut self, basico: &[u8]) -> Result<Option<(u32, u32, u32)>, IndexError> {
         loop {
             match self.current {
-                Some((b, start, end)) if b.as_slice() == basico => return Ok(Some(start..end)),
+                Some((b, start, end, states)) if b.as_slice() == basico => return Ok(Some((start, end, states))),
                 Some((b, ..)) if b.as_slice() > basico => return Ok(None),
                 _ => {}
             }
             let Some((path, file)) = self.files.first_mut() else { return Ok(None) };
-            let mut record = [0u8; 16];
+            let mut record = [0u8; COMPANY_RECORD];
             match file.read_exact(&mut record) {
                 Ok(()) => {
                     let word = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
-                    self.current = Some((record[..8].try_into().expect("8 bytes"), word(8), word(12)));
+                    self.current = Some((record[..8].try_into().expect("8 bytes"), word(8), word(12), word(16)));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                     self.files.remove(0);
@@ -559,7 +609,7 @@ impl Feed<EmpresaRow> for CompanyFeed<'_> {
 
 /// The establishments' company ranges, once the establishments are stored (the companies'
 /// and the Simples table's feeds carry company facts down to them).
-fn company_ranges(writer: &ServingWriter) -> Result<CompanyRanges, IndexError> {
+pub(crate) fn company_ranges(writer: &ServingWriter) -> Result<CompanyRanges, IndexError> {
     let mut state = writer.state();
     while state.establishments_over.is_none() {
         state = writer.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
@@ -674,6 +724,7 @@ impl Feed<SocioRow> for GroupFeed<'_> {
                 Some(&r.representante_legal),
                 Some(&r.nome_representante),
                 Some(&r.qualificacao_representante),
+                Some(&r.partner_basico),
             ],
         )
     }

@@ -2,7 +2,8 @@
 //! and a reader used by the store: the lookup file (`lookup`: the rows a record is built from, by
 //! key) and the search index (`search`: every search filter as compressed bitmaps of
 //! establishment ordinals). Both are written while the merge stores the tables (`feed`), stamped
-//! with the build's id, and renamed into place with the DuckDB file. Beside them, the month-over-
+//! with the build's id, and renamed into place with the DuckDB file. The partners (`partners`) are
+//! fed to both once the build has made its partner tables. Beside them, the month-over-
 //! month history (`history`): a DuckDB file whose name, tables and per-month company sets the
 //! loader and the store share.
 
@@ -10,19 +11,23 @@ mod changes;
 mod feed;
 mod history;
 mod lookup;
+mod partners;
 mod search;
 mod text;
 
 use std::path::PathBuf;
 
 pub use changes::{ChangeFile, MARKER_COMPANY_GONE, MARKER_COMPANY_NEW, Previous};
-pub use feed::{Fed, Feed, ServingWriter};
+pub use feed::{CompanyRanges, Fed, Feed, ServingWriter, UF_CODES};
 pub use history::{
     CHANGE_KEYS, COMPANY_FIELDS, Companies, HISTORY_DDL, SAME_BUILD, attach_history_sql, branch_key, cnpj_of,
     company_base, company_key, history_path,
 };
 pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
-pub use search::{Condition, Flag, Matches, SearchIndex, SearchIndexError, UPPER, search_index_path};
+pub use partners::{PARTNER_IDENTITY_CELLS, PARTNER_LINK_CELLS, PartnerFeed};
+pub use search::{
+    Condition, Flag, Matches, PartnerConditions, SearchIndex, SearchIndexError, UPPER, search_index_path,
+};
 
 /// What can go wrong writing the serving files, in any of their parts: the lookup file, the
 /// search index, the feeds and the comparison with the previous month.

@@ -7,11 +7,14 @@
 //!
 //! Tables (each keyed by fixed-width ASCII keys, ascending): establishments by CNPJ (the store's
 //! establishment columns), companies by `cnpj_basico` (company columns), partners by
-//! `cnpj_basico` (every partner's columns, in reading order, one entry per company), Simples by
-//! `cnpj_basico` (`opcao_simples`, `opcao_mei`) and tax regimes by `cnpj_basico` (the latest
-//! year's regime, the first read winning a tie). Each table is written in two parts at once (the
-//! build stores a table in two halves cut between companies); a table's index lists the blocks of
-//! its lower part, then of its upper part.
+//! `cnpj_basico` (every partner's columns and the company a legal-entity partner is, in reading
+//! order, one entry per company), Simples by `cnpj_basico` (`opcao_simples`, `opcao_mei`), tax
+//! regimes by `cnpj_basico` (the latest year's regime, the first read winning a tie) and partner
+//! identities by `partner_id` (contract §14: the identity, its ordinal in the search index and its
+//! links to companies; written once the build has made `partner_identities`, see
+//! `partners.rs`). Each table of the merge is written in two parts at once (the build stores a
+//! table in two halves cut between companies); a table's index lists the blocks of its lower
+//! part, then of its upper part.
 //!
 //! Layout: blocks, then the index of each table (key width, rows, and per block its first key,
 //! offset, compressed and raw sizes and the XXH3 of its compressed bytes), the build id, the
@@ -27,7 +30,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
-const MAGIC: &[u8; 8] = b"CNPJLKP3";
+/// The version: 4 added the partner identities and a legal-entity partner's company to the
+/// partners' cells (3 had neither).
+const MAGIC: &[u8; 8] = b"CNPJLKP4";
 /// Uncompressed bytes per block: one block is read and inflated per lookup.
 const BLOCK_BYTES: usize = 16 * 1024;
 const ZSTD_LEVEL: i32 = 1;
@@ -43,19 +48,25 @@ pub enum LookupTable {
     Partners,
     Simples,
     Regimes,
+    PartnerIds,
 }
 
 impl LookupTable {
-    const ALL: [LookupTable; 5] = [
+    pub(crate) const ALL: [LookupTable; 6] = [
         LookupTable::Establishments,
         LookupTable::Companies,
         LookupTable::Partners,
         LookupTable::Simples,
         LookupTable::Regimes,
+        LookupTable::PartnerIds,
     ];
 
     fn key_width(self) -> usize {
-        if self == LookupTable::Establishments { 14 } else { 8 }
+        match self {
+            LookupTable::Establishments => 14,
+            LookupTable::PartnerIds => 17,
+            _ => 8,
+        }
     }
 }
 

@@ -8,11 +8,13 @@
 //! ordinals, the columns, the posting tables and their keys, the two encodings of a bitmap, the
 //! directory, the version), `write` (the postings gathered while the build runs, spilled, and
 //! merged into the file), `read` (the file mapped, its directory parsed, its bitmaps read, checked
-//! and the big ones kept), `terms` (a folded text term found in the words and phrase keys) and
+//! and the big ones kept), `terms` (a folded text term found in the words and phrase keys),
 //! `plan` (a search's conditions resolved and intersected, a date range read as whole decades and
-//! its cheapest edges, a page found by rank).
+//! its cheapest edges, a page found by rank) and `partners` (a partners' search, over partner
+//! ordinals).
 
 mod format;
+mod partners;
 mod plan;
 mod read;
 mod terms;
@@ -22,10 +24,11 @@ use std::path::{Path, PathBuf};
 
 pub use format::Flag;
 pub use format::UPPER;
-pub(crate) use format::{CAPITAL_LIMIT, Field, HEAD_OFFICE, Table, capital_key, capital_range, pack};
+pub(crate) use format::{CAPITAL_LIMIT, Field, HEAD_OFFICE, PARTNER_ID_BYTES, Table, capital_key, capital_range, pack};
+pub use partners::PartnerConditions;
 pub use plan::{Condition, Matches};
 pub use read::SearchIndex;
-pub(crate) use write::{HalfColumns, Postings, write_index};
+pub(crate) use write::{HalfColumns, PartnerColumn, Postings, write_index};
 
 /// The search index of the dataset at `dataset`.
 pub fn search_index_path(dataset: &Path) -> PathBuf {

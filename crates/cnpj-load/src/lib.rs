@@ -9,6 +9,7 @@ mod batches;
 mod change_keys;
 mod changes;
 mod loader;
+mod partners;
 pub mod postgres;
 mod runs;
 mod space;
@@ -46,6 +47,9 @@ pub enum LoadError {
     PartnerLinks { socios: u64, links: u64 },
     #[error("a merge stopped because its table's appender failed")]
     Stopped,
+    /// The merge stores `socios` in company order; the partners' states are read in it.
+    #[error("socios is not stored in company order: {basico} after {previous}")]
+    SociosOrder { basico: String, previous: String },
     /// The normalizer lets no such base through; the history's company sets cannot hold it.
     #[error("the history's {month} has a company base {basico:?} that is not 8 characters of [0-9A-Z]")]
     CompanyBase { month: String, basico: String },

@@ -57,20 +57,55 @@ pub fn identity(tipo: &str, folded_name: &str, key: &str) -> String {
 /// [`identity`].
 pub fn partner_id(tipo: &str, folded_name: &str, key: &str) -> String {
     let digest = Sha256::digest(identity(tipo, folded_name, key).as_bytes());
-    let mut id = String::with_capacity(17);
-    id.push('p');
     // 10 bytes are 80 bits: 16 groups of 5, no padding.
-    let bits = digest[..10].iter().fold(0u128, |acc, &b| (acc << 8) | u128::from(b));
-    for group in (0..16).rev() {
-        id.push(char::from(BASE32[((bits >> (group * 5)) & 31) as usize]));
-    }
-    id
+    id_of_bytes(digest[..10].try_into().expect("a SHA-256 has 32 bytes"))
 }
 
 /// The `partner_id` a company has as a partner of others: its legal-entity identity (`1|` and its
 /// base), whatever name a `Socios` row gives it.
 pub fn company_partner_id(cnpj_basico: &str) -> String {
     partner_id("1", "", cnpj_basico)
+}
+
+/// The `partner_id` of a partner as a company's record serves it (the masked document, the
+/// country code) and the company a legal entity is (`partner_basico`, kept beside the record):
+/// the same id the normalizer gave the raw row, for the masked form of a person's document shows
+/// the six digits its identity holds.
+pub fn served_partner_id(tipo: &str, nome: &str, documento: &str, pais: &str, partner_basico: &str) -> String {
+    let folded = crate::fold(nome);
+    let shown: String = documento.bytes().filter(u8::is_ascii_digit).map(char::from).collect();
+    let person = if shown.len() == 6 { format!("***{shown}**") } else { String::new() };
+    let key = match tipo {
+        "1" => partner_basico,
+        "2" => &person,
+        "3" => pais,
+        _ => documento,
+    };
+    partner_id(tipo, &folded, key)
+}
+
+/// The 10 bytes a `partner_id` encodes (`None` for text that is not one).
+pub fn id_bytes(id: &str) -> Option<[u8; 10]> {
+    let b = id.as_bytes();
+    if b.len() != 17 || b[0] != b'p' {
+        return None;
+    }
+    let mut bits = 0u128;
+    for &c in &b[1..] {
+        bits = bits << 5 | BASE32.iter().position(|&a| a == c)? as u128;
+    }
+    Some(std::array::from_fn(|i| (bits >> (8 * (9 - i))) as u8))
+}
+
+/// The `partner_id` of 10 bytes ([`id_bytes`] undone).
+pub fn id_of_bytes(bytes: &[u8; 10]) -> String {
+    let bits = bytes.iter().fold(0u128, |acc, &b| (acc << 8) | u128::from(b));
+    let mut id = String::with_capacity(17);
+    id.push('p');
+    for group in (0..16).rev() {
+        id.push(char::from(BASE32[((bits >> (group * 5)) & 31) as usize]));
+    }
+    id
 }
 
 /// The rule an identity follows, as every answer names it: a company by its base; a person by
@@ -106,6 +141,21 @@ mod tests {
         check(("3", "foreign partner llc", "493"), "3|foreign partner llc|493");
         check(("", "sem tipo", ""), "0|sem tipo|");
         check(("9", "outro", "***.456.789-**"), "0|outro|***.456.789-**");
+    }
+
+    proptest! {
+        #[test]
+        fn an_id_is_its_bytes_in_base32(bytes in proptest::array::uniform10(any::<u8>())) {
+            let id = id_of_bytes(&bytes);
+            prop_assert_eq!(id_bytes(&id), Some(bytes));
+        }
+    }
+
+    #[test]
+    fn text_that_is_no_id_has_no_bytes() {
+        for text in ["", "p", "paaaaaaaaaaaaaaa", "qaaaaaaaaaaaaaaaa", "paaaaaaaaaaaaaaa1", "paaaaaaaaaaaaaaaaa"] {
+            assert_eq!(id_bytes(text), None, "{text}");
+        }
     }
 
     #[test]

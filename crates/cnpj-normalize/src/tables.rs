@@ -828,6 +828,11 @@ mod tests {
                     prop_assert!(document.is_empty() || document.contains("**"), "{:?}", document);
                 }
                 prop_assert!(in_range(row.data_entrada));
+                // The store gives the id again from what it keeps of the row.
+                let served = cnpj_model::partner::served_partner_id(
+                    &row.tipo, &row.nome, &row.documento, &row.pais, &row.partner_basico,
+                );
+                prop_assert_eq!(served, row.partner_id.clone(), "{:?}", row);
             }
         }
 

@@ -135,10 +135,12 @@ const COMPANY: &str = "coalesce(c.razao_social, ''), coalesce(c.natureza_juridic
     CAST(c.capital_social AS VARCHAR), coalesce(c.ente_federativo_responsavel, '')";
 const NO_COMPANY: [Option<&str>; 5] = [Some(""), Some(""), Some(""), None, Some("")];
 
-/// A partner's columns (`socios`).
-const PARTNER: &str = "nome, qualificacao, tipo, documento, CAST(data_entrada AS VARCHAR), faixa_etaria, pais,
-    representante_legal, nome_representante, qualificacao_representante";
-const PARTNER_COLUMNS: usize = 10;
+/// A partner's columns (`socios`), the lookup file's partner cells: the served ones, then the
+/// company a legal-entity partner is (for its `partner_id`, see `partners.rs`).
+pub(crate) const PARTNER: &str =
+    "nome, qualificacao, tipo, documento, CAST(data_entrada AS VARCHAR), faixa_etaria, pais,
+    representante_legal, nome_representante, qualificacao_representante, partner_basico";
+pub(crate) const PARTNER_COLUMNS: usize = 11;
 
 /// The tax-regime inputs of one company: its latest year's regime (first read wins a tie), and
 /// Simples' `opcao_simples` and `opcao_mei`.
@@ -527,14 +529,12 @@ impl Store {
         Ok(Some((total, index.cnpjs(&matches, total, offset, per_page))))
     }
 
-    /// The filters as the search index's conditions; a partner's companies read from
-    /// `partner_links` (its rows sit together: the zone maps find them).
+    /// The filters as the search index's conditions (a partner's companies read as a partner
+    /// is, see `partners.rs`).
     fn conditions(&self, filters: &SearchFilters) -> Result<Vec<cnpj_index::Condition>, StoreError> {
         let mut conditions = filters.conditions(|name| self.city_codes(name));
         if let Some(id) = &filters.partner_id {
-            let sql = "SELECT DISTINCT cnpj_basico FROM partner_links WHERE partner_id = $1 ORDER BY 1";
-            let bases = self.backend.rows("partner's companies", sql, std::slice::from_ref(id))?;
-            conditions.push(cnpj_index::Condition::Companies(bases.iter().map(|r| text(r, 0)).collect()));
+            conditions.push(cnpj_index::Condition::Companies(self.partner_companies(id)?));
         }
         Ok(conditions)
     }

@@ -3,10 +3,12 @@
 //! same SQL for both backends (`$n` parameters, text compared byte-wise: Postgres' columns are
 //! `COLLATE "C"`), so both answer byte for byte alike.
 //!
-//! Where each read lands on a DuckDB file: `partner_identities` and `partner_links` are stored in
-//! `partner_id` order and `socios` in `cnpj_basico` order, so a partner by its id and a company's
-//! partners are found through the zone maps; a search by name scans `partner_identities` within
-//! the search budget. Postgres has an index for each (sql/postgres/indexes.sql).
+//! Where each read lands: a search is answered by the search index's partner tables (partner
+//! ordinals in the search's order, see `cnpj_index`), and its page's partners, a partner by its
+//! id and a company's partners by the lookup file (`identities`). Without them (a Postgres
+//! dataset, or a term beyond the index) by SQL: Postgres has an index for each read
+//! (sql/postgres/indexes.sql); a DuckDB file finds a partner by id through the zone maps of
+//! `partner_identities` and `partner_links`, stored in `partner_id` order.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -19,6 +21,7 @@ use crate::changes::Change;
 use crate::search::like_escape;
 use crate::{ESTABLISHMENT_COLUMNS, Key, Store, StoreError, opt, placeholders, text};
 
+mod identities;
 mod network;
 
 pub use network::{Network, NetworkEdge, NetworkNode, NetworkOptions, NodeDetail};
@@ -128,7 +131,8 @@ fn identity_note(rule: &str, locale: Locale) -> &'static str {
     }
 }
 
-/// The columns of a partner item, in [`Store::partner_item`]'s positions.
+/// The columns of a partner item, in [`Store::partner_item`]'s positions (a lookup entry's
+/// identity cells are in the same positions, its ordinal in the id's place).
 const IDENTITY: &str =
     "partner_id, nome, tipo, documento, pais, partner_basico, CAST(companies AS VARCHAR), CAST(first_entry AS VARCHAR)";
 
@@ -180,9 +184,71 @@ impl PartnerFilters {
 }
 
 impl Store {
-    /// A page of partners (ordered by folded name, then `partner_id`) and the exact total, by SQL
-    /// within the search budget (past it, [`StoreError::OverBudget`]).
+    /// A page of partners (ordered by folded name, then `partner_id`) and the exact total: by the
+    /// search index when it can answer, else by SQL.
     pub fn search_partners(
+        &self,
+        filters: &PartnerFilters,
+        page: u64,
+        per_page: u64,
+        locale: Locale,
+    ) -> Result<(u64, Vec<PartnerItem>), StoreError> {
+        match self.search_partners_by_index(filters, page, per_page, locale) {
+            Ok(Some(found)) => return Ok(found),
+            Ok(None) => {}
+            Err(error) => tracing::error!(%error, "the search index failed: searching the partners by SQL"),
+        }
+        self.search_partners_by_sql(filters, page, per_page, locale)
+    }
+
+    /// [`Store::search_partners`] by the search index; `None` when it cannot answer (no index,
+    /// a term beyond it, or a company's identity asked without the lookup file).
+    pub fn search_partners_by_index(
+        &self,
+        filters: &PartnerFilters,
+        page: u64,
+        per_page: u64,
+        locale: Locale,
+    ) -> Result<Option<(u64, Vec<PartnerItem>)>, StoreError> {
+        let Some(index) = &self.search else { return Ok(None) };
+        // The index keys the states of `UF_CODES` only.
+        if filters.state.as_deref().is_some_and(|uf| !cnpj_index::UF_CODES.contains(&uf)) {
+            return Ok(None);
+        }
+        let mut conditions = cnpj_index::PartnerConditions {
+            name: filters.name.as_deref().map(fold),
+            tipo: filters.tipo.clone(),
+            uf: filters.state.clone(),
+            ..Default::default()
+        };
+        match &filters.document {
+            Some(PartnerDocument::Shown(digits)) => {
+                conditions.shown = Some(digits.clone());
+                // Only a person shows six digits.
+                conditions.tipo.get_or_insert_with(|| "2".to_owned());
+                if conditions.tipo.as_deref() != Some("2") {
+                    conditions.only = Some(None);
+                }
+            }
+            Some(PartnerDocument::Company(basico)) => {
+                if self.lookup.is_none() {
+                    return Ok(None);
+                }
+                let id = cnpj_model::partner::company_partner_id(basico);
+                conditions.only = Some(self.identities(&[id], false)?.into_values().next().and_then(|i| i.ordinal));
+            }
+            None => {}
+        }
+        let offset = page.saturating_sub(1).saturating_mul(per_page);
+        let Some((total, ids)) = index.partner_page(&conditions, offset, per_page)? else { return Ok(None) };
+        let mut found = self.identities(&ids, false)?;
+        let items = ids.iter().filter_map(|id| found.remove(id)).map(|i| self.partner_item(&i.row, locale)).collect();
+        Ok(Some((total, items)))
+    }
+
+    /// [`Store::search_partners`] by SQL alone, within the search budget (past it,
+    /// [`StoreError::OverBudget`]): the reference the index is compared with.
+    pub fn search_partners_by_sql(
         &self,
         filters: &PartnerFilters,
         page: u64,
@@ -233,25 +299,15 @@ impl Store {
         per_page: u64,
         locale: Locale,
     ) -> Result<Option<(u64, PartnerRecord)>, StoreError> {
-        let id = vec![partner_id.to_owned()];
-        let sql = format!("SELECT {IDENTITY} FROM partner_identities WHERE partner_id = $1");
-        let Some(row) = self.backend.rows("partner", &sql, &id)?.pop() else { return Ok(None) };
+        let Some(identity) = self.identities(&[partner_id.to_owned()], true)?.into_values().next() else {
+            return Ok(None);
+        };
+        let row = identity.row;
         let partner = self.partner_item(&row, locale);
-        let total: u64 = self
-            .backend
-            .rows("partner links", "SELECT CAST(count(*) AS VARCHAR) FROM partner_links WHERE partner_id = $1", &id)?
-            .first()
-            .map_or(0, |r| text(r, 0).parse().unwrap_or(0));
-        let offset = page.saturating_sub(1).saturating_mul(per_page);
-        let links = self.backend.rows(
-            "partner links",
-            &format!(
-                "SELECT cnpj_basico, qualificacao, CAST(data_entrada AS VARCHAR) FROM partner_links \
-                 WHERE partner_id = $1 ORDER BY cnpj_basico, qualificacao, data_entrada NULLS LAST \
-                 LIMIT {per_page} OFFSET {offset}"
-            ),
-            &id,
-        )?;
+        let total = identity.links.len() as u64;
+        let offset = usize::try_from(page.saturating_sub(1).saturating_mul(per_page)).unwrap_or(usize::MAX);
+        let links: Vec<TextRow> =
+            identity.links.into_iter().skip(offset).take(usize::try_from(per_page).unwrap_or(usize::MAX)).collect();
         let mut basicos: Vec<String> = links.iter().map(|l| text(l, 0)).collect();
         let own = text(&row, 5);
         if !own.is_empty() {
@@ -348,20 +404,25 @@ impl Store {
             .collect())
     }
 
+    /// The bases of a partner's companies, in order, for the `partner_id` search filter.
+    pub(crate) fn partner_companies(&self, partner_id: &str) -> Result<Vec<String>, StoreError> {
+        let identity = self.identities(&[partner_id.to_owned()], true)?.into_values().next();
+        let links = identity.map(|i| i.links).unwrap_or_default();
+        Ok(links.iter().map(|l| text(l, 0)).collect::<BTreeSet<_>>().into_iter().collect())
+    }
+
     /// The partners of a company with their ids, in the order its record lists them (entry
     /// date, unknown last, then name and document): `(partner_id, nome, documento)`. For the
     /// company's page to link each to the partner's.
     pub fn company_partners(&self, query: &CnpjQuery) -> Result<Vec<(String, String, String)>, StoreError> {
-        let sql = "SELECT partner_id, nome, documento FROM socios WHERE cnpj_basico = $1 \
-                   ORDER BY data_entrada NULLS LAST, nome, documento, partner_id";
-        let rows = self.backend.rows("company partners", sql, &[query.basico().to_owned()])?;
-        Ok(rows.iter().map(|r| (text(r, 0), text(r, 1), text(r, 2))).collect())
+        let mut partners = self.partners_of(query.basico())?.unwrap_or_default();
+        // The record's order, and the id where two rows are alike in it.
+        partners.sort_by(|(a_id, a), (b_id, b)| {
+            let key = |r: &TextRow| (r[4].is_none(), r[4].clone(), r[0].clone(), r[3].clone());
+            key(a).cmp(&key(b)).then_with(|| a_id.cmp(b_id))
+        });
+        Ok(partners.into_iter().map(|(id, p)| (id, text(&p, 0), text(&p, 3))).collect())
     }
-}
-
-/// The distinct values of column 0 of `rows`, sorted.
-fn distinct(rows: &[TextRow]) -> Vec<String> {
-    rows.iter().map(|r| text(r, 0)).collect::<BTreeSet<_>>().into_iter().collect()
 }
 
 /// `sql` with ` IN (…)` of `values` as parameters (none: no rows, without a query).

@@ -1,4 +1,4 @@
-//! The search index file, byte by byte (`CNPJSRC6`). Integers are little-endian; a varint is
+//! The search index file, byte by byte (`CNPJSRC7`). Integers are little-endian; a varint is
 //! LEB128 (7 bits a byte, the lowest first, the high bit set on every byte but the last).
 //!
 //! Ordinals number the establishments in CNPJ order. The build stores a table in two halves at
@@ -7,25 +7,30 @@
 //! lower half, or `lower +` its rank in the upper half.
 //!
 //! ```text
-//! magic       8 bytes   "CNPJSRC6"
+//! magic       8 bytes   "CNPJSRC7"
 //! cnpjs       8 × n     u64 per position: the CNPJ's 12 characters before its check digits
 //!                       ([0-9A-Z], 0–9 then A–Z as 10–35) as a base-36 number, which sorts as
 //!                       the text does
 //! days        1 × n     u8 per position: the day of the month of the opening date, 0 for none
 //! ceps        2 × n     u16 per position: the CEP's last four digits, u16::MAX for none
+//! partners    10 × m    per partner ordinal, the 10 bytes its `partner_id` encodes
+//!                       (`cnpj_model::partner::id_bytes`)
 //! bitmaps     …         each table's in key order one after another, the tables in directory
 //!                       order
 //! directory   …         below
 //! checksum    8 bytes   u64: the directory's XXH3-64
 //! offset      8 bytes   u64: where the directory starts
-//! magic       8 bytes   "CNPJSRC6" again
+//! magic       8 bytes   "CNPJSRC7" again
 //! ```
 //!
 //! Each column holds the lower half's positions, then the upper half's (n = lower + upper); a
 //! CNPJ is packed by [`pack`]. Keys are in byte order.
 //!
-//! The directory: `lower` and `upper` (the halves' sizes), the offsets of the three columns, the
-//! number of tables, and per table its name's length and bytes, its key count and its first
+//! Partners (contract §14) have ordinals of their own: the partner identities numbered in the order
+//! a partners' search lists them (folded name, then `partner_id`), from 0 to m.
+//!
+//! The directory: `lower` and `upper` (the halves' sizes), the offsets of the three columns, `m`
+//! and the offset of the partners' column, the number of tables, and per table its name's length and bytes, its key count and its first
 //! bitmap's offset (0 for none), then per key its text's length and bytes, its bitmap's size (its
 //! length in bytes `<< 1`, `| 1` when it is a list) and the XXH3-64 of the bitmap's bytes
 //! truncated to its low 32 bits (4 bytes); last, the build id's length and bytes. A bitmap's
@@ -62,12 +67,15 @@
 //!   for the lowest of its first two digits (12,000.00: of `capital_faixa`'s key, less the other
 //!   amounts of `capital`; most capitals are round). A range of amounts is read from the coarsest
 //!   whole ranges inside it, and only its two ends from the finer tables (see `plan`);
+//! - over partner ordinals: the words of a partner's folded name (`socio`), its phrase keys and
+//!   repeated names (`pares_socio`, `repetidos_socio`), its type (`socio_tipo`), the states of
+//!   its companies' establishments (`socio_uf`) and a person's six digits shown (`socio_cpf`);
 //! - derived: `antes` and `desde` by decade key (the establishments opened before the decade, and
 //!   those opened in it or later, in the decades held: no `antes` for the first), and per field
 //!   `repete_*` (one key, empty: every establishment of its `repetidos_*`).
 //!
-//! The magic names the format's version (`CNPJSRC6`: with the secondary activities, the head
-//! office, the contacts, the tax options and the capital; 5 had none of them); a file of another
+//! The magic names the format's version (`CNPJSRC7`: with the partners; 6 had none, 5 had no
+//! secondary activities, head office, contacts, tax options or capital); a file of another
 //! version is refused, and the store searches by SQL.
 
 use roaring::RoaringBitmap;
@@ -75,12 +83,15 @@ use roaring::RoaringBitmap;
 use crate::lookup::{put_varint, varint};
 
 /// The format's version, the file's first and last 8 bytes.
-pub(super) const MAGIC: &[u8; 8] = b"CNPJSRC6";
+pub(super) const MAGIC: &[u8; 8] = b"CNPJSRC7";
 
 /// The derived posting tables, by decade key (`201`): the establishments opened before the
 /// decade, and those opened in it or later (in the decades held; none before the first).
 pub(super) const BEFORE: &str = "antes";
 pub(super) const SINCE: &str = "desde";
+
+/// Bytes per partner in the partners' column.
+pub(crate) const PARTNER_ID_BYTES: usize = 10;
 
 /// The first ordinal of the upper half of the establishments.
 pub const UPPER: u32 = 1 << 31;
@@ -114,9 +125,15 @@ pub(crate) enum Table {
     CapitalOrdem,
     CapitalFaixa,
     Capital,
+    Socio,
+    PairsSocio,
+    RepeatsSocio,
+    SocioTipo,
+    SocioUf,
+    SocioCpf,
 }
 
-pub(super) const TABLES: [(Table, &str); 26] = [
+pub(super) const TABLES: [(Table, &str); 32] = [
     (Table::Uf, "uf"),
     (Table::Municipio, "municipio"),
     (Table::Cnae, "cnae"),
@@ -143,6 +160,12 @@ pub(super) const TABLES: [(Table, &str); 26] = [
     (Table::CapitalOrdem, "capital_ordem"),
     (Table::CapitalFaixa, "capital_faixa"),
     (Table::Capital, "capital"),
+    (Table::Socio, "socio"),
+    (Table::PairsSocio, "pares_socio"),
+    (Table::RepeatsSocio, "repetidos_socio"),
+    (Table::SocioTipo, "socio_tipo"),
+    (Table::SocioUf, "socio_uf"),
+    (Table::SocioCpf, "socio_cpf"),
 ];
 
 /// A yes-or-no fact of an establishment: its table and key hold the establishments of which it is
@@ -217,14 +240,19 @@ pub(crate) enum Field {
     Fantasia,
     Razao,
     Bairro,
+    /// A partner identity's folded name (over partner ordinals).
+    Socio,
 }
 
 impl Field {
+    pub(super) const ALL: [Field; 4] = [Field::Fantasia, Field::Razao, Field::Bairro, Field::Socio];
+
     pub(super) fn tables(self) -> (Table, Table, &'static str) {
         match self {
             Field::Fantasia => (Table::PairsFantasia, Table::RepeatsFantasia, "repete_fantasia"),
             Field::Razao => (Table::PairsRazao, Table::RepeatsRazao, "repete_razao"),
             Field::Bairro => (Table::PairsBairro, Table::RepeatsBairro, "repete_bairro"),
+            Field::Socio => (Table::PairsSocio, Table::RepeatsSocio, "repete_socio"),
         }
     }
 
@@ -233,6 +261,7 @@ impl Field {
         match self {
             Field::Fantasia | Field::Razao => Table::Nome,
             Field::Bairro => Table::Bairro,
+            Field::Socio => Table::Socio,
         }
     }
 
@@ -244,6 +273,7 @@ impl Field {
     pub(super) fn of(table: &str) -> &'static [Field] {
         match table {
             "nome" => &[Field::Fantasia, Field::Razao],
+            "socio" => &[Field::Socio],
             _ => &[Field::Bairro],
         }
     }

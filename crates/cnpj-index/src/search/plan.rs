@@ -713,7 +713,7 @@ pub(crate) mod date_ranges {
         }
         let path = dir.join("index.search");
         let halves: [HalfColumns; 2] = halves.try_into().ok().unwrap();
-        write_index(&path, halves, &spills, "build").unwrap();
+        write_index(&path, halves, None, &spills, "build").unwrap();
         SearchIndex::open(&path, 1 << 20).unwrap()
     }
 

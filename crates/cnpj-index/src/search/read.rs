@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use roaring::{MultiOps, RoaringBitmap};
 
 use super::SearchIndexError;
-use super::format::{MAGIC, UPPER, decode_list, pack};
+use super::format::{MAGIC, PARTNER_ID_BYTES, UPPER, decode_list, pack};
 use crate::lookup::varint;
 
 /// The keys of one posting table, `\n`-separated in one buffer (so that words can be searched
@@ -81,6 +81,8 @@ pub struct SearchIndex {
     upper: u64,
     /// Offsets of the CNPJ, day and CEP columns.
     columns: [usize; 3],
+    /// Partner identities, and the offset of their ids' column.
+    partners: (u64, usize),
     tables: HashMap<String, Keys>,
     cache: Mutex<Cache>,
 }
@@ -140,6 +142,7 @@ impl SearchIndex {
             let next = |pos: &mut usize| varint(directory, pos);
             let (lower, upper) = (next(&mut pos)?, next(&mut pos)?);
             let columns = [next(&mut pos)? as usize, next(&mut pos)? as usize, next(&mut pos)? as usize];
+            let partners = (next(&mut pos)?, next(&mut pos)? as usize);
             let n = next(&mut pos)? as usize;
             let mut tables = HashMap::with_capacity(n);
             for _ in 0..n {
@@ -170,11 +173,12 @@ impl SearchIndex {
             let build_id = String::from_utf8(directory.get(pos..pos + n)?.to_vec()).ok()?;
             let rows = (lower + upper) as usize;
             (columns[2] + rows * 2 <= at && columns[1] + rows <= at && columns[0] + rows * 8 <= at).then_some(())?;
-            Some((lower, upper, columns, tables, build_id))
+            (partners.1.checked_add((partners.0 as usize).checked_mul(PARTNER_ID_BYTES)?)? <= at).then_some(())?;
+            Some((lower, upper, columns, partners, tables, build_id))
         })();
-        let (lower, upper, columns, tables, build_id) = parsed.ok_or_else(|| invalid("corrupt directory"))?;
+        let (lower, upper, columns, partners, tables, build_id) = parsed.ok_or_else(|| invalid("corrupt directory"))?;
         let cache = Mutex::new(Cache { map: HashMap::new(), bytes: 0, limit: cache_bytes });
-        Ok(SearchIndex { map, path: path.to_owned(), build_id, lower, upper, columns, tables, cache })
+        Ok(SearchIndex { map, path: path.to_owned(), build_id, lower, upper, columns, partners, tables, cache })
     }
 
     /// The build this index was written for.
@@ -189,6 +193,17 @@ impl SearchIndex {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Partner identities in the index.
+    pub fn partners(&self) -> u64 {
+        self.partners.0
+    }
+
+    /// The `partner_id` of the partner `ordinal` (below [`SearchIndex::partners`]).
+    pub(super) fn partner_id_at(&self, ordinal: u32) -> String {
+        let at = self.partners.1 + ordinal as usize * PARTNER_ID_BYTES;
+        cnpj_model::partner::id_of_bytes(self.map[at..at + PARTNER_ID_BYTES].try_into().expect("10 bytes"))
     }
 
     pub(super) fn corrupt(&self, reason: String) -> SearchIndexError {

@@ -23,7 +23,7 @@ pub(crate) struct Postings {
     /// The buffer phrase keys are written in.
     key: String,
     /// By [`Field`]: the texts last added, with the slots of their keys.
-    memos: [Vec<Memo>; 3],
+    memos: [Vec<Memo>; Field::ALL.len()],
 }
 
 /// A text a field held lately, and the keys it gave: `(table, slot)` of each of its words,
@@ -316,6 +316,12 @@ pub(crate) struct HalfColumns {
     pub(crate) rows: u64,
 }
 
+/// The partners' column (10 bytes per partner ordinal), and how many partners it holds.
+pub(crate) struct PartnerColumn {
+    pub(crate) ids: PathBuf,
+    pub(crate) rows: u64,
+}
+
 /// A key of the directory: its text, its bitmap's offset, its size (length `<< 1 | list`, see
 /// [`encode`]) and the checksum of its bytes.
 type Entry = (Vec<u8>, u64, u64, u32);
@@ -324,6 +330,7 @@ type Entry = (Vec<u8>, u64, u64, u32);
 pub(crate) fn write_index(
     path: &Path,
     columns: [HalfColumns; 2],
+    partners: Option<PartnerColumn>,
     spills: &[PathBuf],
     build_id: &str,
 ) -> Result<(), SearchIndexError> {
@@ -346,11 +353,15 @@ pub(crate) fn write_index(
             file.copy(&column(half))?;
         }
     }
+    put_varint(&mut directory, partners.as_ref().map_or(0, |p| p.rows));
+    put_varint(&mut directory, file.offset);
+    if let Some(partners) = &partners {
+        file.copy(&partners.ids)?;
+    }
     let (mut tables, repeating) = file.merge_spills(spills)?;
     let (before, since) = file.cumulative_decades(&tables[Table::Decada as usize])?;
-    let fields = [Field::Fantasia, Field::Razao, Field::Bairro];
-    let mut repeats = Vec::with_capacity(fields.len());
-    for (field, set) in fields.iter().zip(&repeating) {
+    let mut repeats = Vec::with_capacity(Field::ALL.len());
+    for (field, set) in Field::ALL.iter().zip(&repeating) {
         repeats.push((field.tables().2, vec![file.put(set, Vec::new())?]));
     }
     let names = TABLES.iter().map(|(_, name)| *name);
@@ -407,7 +418,10 @@ impl IndexFile {
     /// Writes every posting table from a k-way merge of the spills by (table, key), each key's
     /// pieces unioned: the tables' directory entries, and per phrase field every establishment
     /// whose text holds a word twice.
-    fn merge_spills(&mut self, spills: &[PathBuf]) -> Result<(Vec<Vec<Entry>>, [RoaringBitmap; 3]), SearchIndexError> {
+    fn merge_spills(
+        &mut self,
+        spills: &[PathBuf],
+    ) -> Result<(Vec<Vec<Entry>>, [RoaringBitmap; Field::ALL.len()]), SearchIndexError> {
         let mut readers = Vec::new();
         for spill in spills {
             let file = File::open(spill).map_err(|source| SearchIndexError::Io { path: spill.clone(), source })?;
@@ -426,8 +440,7 @@ impl IndexFile {
             }
         }
         let mut tables: Vec<Vec<Entry>> = vec![Vec::new(); TABLES.len()];
-        let fields = [Field::Fantasia, Field::Razao, Field::Bairro];
-        let mut repeating: [RoaringBitmap; 3] = Default::default();
+        let mut repeating: [RoaringBitmap; Field::ALL.len()] = Default::default();
         while let Some(std::cmp::Reverse((table, key, first))) = heap.pop() {
             let mut sources = vec![first];
             while heap.peek().is_some_and(|std::cmp::Reverse((t, k, _))| *t == table && *k == key) {
@@ -444,7 +457,7 @@ impl IndexFile {
                     heap.push(std::cmp::Reverse((reader.table, reader.key.clone(), i)));
                 }
             }
-            if let Some(f) = fields.iter().position(|f| f.tables().1 as u8 == table) {
+            if let Some(f) = Field::ALL.iter().position(|f| f.tables().1 as u8 == table) {
                 repeating[f] |= &union;
             }
             let entry = self.put(&union, key)?;

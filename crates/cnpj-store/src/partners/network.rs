@@ -4,7 +4,8 @@
 //! through it. A node's `level` is the steps from the root; the walk keeps the nodes of levels up
 //! to `depth`, each level's new nodes in byte order of their ids (a company's is its base, a
 //! partner's its `partner_id`), and stops at `max_nodes` (then `truncated`). The edges are every
-//! link between two kept nodes, read once the nodes are known.
+//! link between two kept nodes, read once the nodes are known. Every read is by key
+//! (`identities.rs`): point lookups on a DuckDB file with its lookup file.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -12,8 +13,8 @@ use cnpj_model::partner::company_partner_id;
 use cnpj_model::{CnpjQuery, Locale};
 use serde::Serialize;
 
-use super::{CompanyInfo, distinct, rows_in};
-use crate::{Store, StoreError, opt, text};
+use super::CompanyInfo;
+use crate::{Store, StoreError, text};
 
 /// How far a walk goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,9 +133,8 @@ impl Walk<'_> {
         let as_partners: HashMap<String, &String> =
             ids.iter().filter(|id| Self::is_company(id)).map(|b| (company_partner_id(b), b)).collect();
         let asked: Vec<String> = as_partners.keys().cloned().collect();
-        let sql = "SELECT DISTINCT partner_id FROM partner_links WHERE partner_id IN (?)";
         let mut joined = BTreeSet::new();
-        for partner in distinct(&rows_in(self.store, "network joins", sql, &asked)?) {
+        for partner in self.store.identities(&asked, false)?.into_keys() {
             self.partners.insert(partner.clone(), as_partners[&partner].clone());
             joined.insert(partner);
         }
@@ -149,15 +149,14 @@ impl Walk<'_> {
     fn step(&mut self, ids: &[String]) -> Result<BTreeSet<String>, StoreError> {
         let (companies, partners): (Vec<String>, Vec<String>) =
             ids.iter().cloned().partition(|id| Self::is_company(id));
-        let sql = "SELECT DISTINCT partner_id, partner_basico FROM socios WHERE cnpj_basico IN (?)";
         let mut next = BTreeSet::new();
-        for row in rows_in(self.store, "network partners", sql, &companies)? {
-            self.partners.entry(text(&row, 0)).or_insert_with(|| text(&row, 1));
-            next.insert(text(&row, 0));
+        for row in self.store.partner_rows(&companies)? {
+            self.partners.entry(row.partner_id.clone()).or_insert(row.partner_basico);
+            next.insert(row.partner_id);
         }
-        let sql = "SELECT DISTINCT cnpj_basico FROM partner_links WHERE partner_id IN (?)";
-        let reached = distinct(&rows_in(self.store, "network companies", sql, &partners)?);
-        next.extend(self.admit_companies(reached.into_iter().collect())?);
+        let identities = self.store.identities(&partners, true)?;
+        let reached = identities.values().flat_map(|i| i.links.iter().map(|l| text(l, 0))).collect();
+        next.extend(self.admit_companies(reached)?);
         next.retain(|id| !self.levels.contains_key(id));
         Ok(next)
     }
@@ -221,19 +220,16 @@ impl Store {
     fn network_edges(&self, walk: &Walk<'_>, locale: Locale) -> Result<Vec<NetworkEdge>, StoreError> {
         let companies: Vec<String> =
             walk.order.iter().map(|(id, _)| id).filter(|id| Walk::is_company(id)).cloned().collect();
-        let sql = "SELECT partner_id, cnpj_basico, qualificacao, CAST(data_entrada AS VARCHAR) FROM socios \
-                   WHERE cnpj_basico IN (?)";
         let mut edges = BTreeSet::new();
-        for row in rows_in(self, "network edges", sql, &companies)? {
-            if walk.levels.contains_key(&text(&row, 0)) {
-                let qualificacao = text(&row, 2);
+        for row in self.partner_rows(&companies)? {
+            if walk.levels.contains_key(&row.partner_id) {
                 edges.insert(NetworkEdge {
-                    from: text(&row, 0),
-                    to: text(&row, 1),
+                    from: row.partner_id,
+                    to: row.basico,
                     kind: "partner_of",
-                    qualificacao_descricao: Some(self.label(locale, "qualificacoes", &qualificacao)),
-                    qualificacao: Some(qualificacao),
-                    data_entrada: opt(&row, 3),
+                    qualificacao_descricao: Some(self.label(locale, "qualificacoes", &row.qualificacao)),
+                    qualificacao: Some(row.qualificacao),
+                    data_entrada: row.data_entrada,
                 });
             }
         }
@@ -257,10 +253,8 @@ impl Store {
     fn network_nodes(&self, walk: &Walk<'_>) -> Result<Vec<NetworkNode>, StoreError> {
         let partners: Vec<String> =
             walk.order.iter().map(|(id, _)| id).filter(|id| !Walk::is_company(id)).cloned().collect();
-        let sql =
-            "SELECT partner_id, nome, tipo, documento, partner_basico FROM partner_identities WHERE partner_id IN (?)";
         let identities: BTreeMap<String, _> =
-            rows_in(self, "network identities", sql, &partners)?.into_iter().map(|r| (text(&r, 0), r)).collect();
+            self.identities(&partners, false)?.into_iter().map(|(id, i)| (id, i.row)).collect();
         Ok(walk
             .order
             .iter()
@@ -277,7 +271,7 @@ impl Store {
                     let row = identities.get(id).cloned().unwrap_or_default();
                     let tipo = text(&row, 2);
                     let detail = NodeDetail::Partner {
-                        identity: cnpj_model::partner::identity_rule(&tipo, &text(&row, 4)),
+                        identity: cnpj_model::partner::identity_rule(&tipo, &text(&row, 5)),
                         tipo,
                         documento: text(&row, 3),
                     };
