@@ -137,8 +137,10 @@ mod tests {
         served_partner_id(tipo, name, documento, "", "")
     }
 
-    /// (folded name, tipo, served document, states) of a few partners.
-    const PARTNERS: [(&str, &str, &str, &[&str]); 6] = [
+    /// A partner of the tests: (folded name, tipo, served document, states).
+    type Partner = (&'static str, &'static str, &'static str, &'static [&'static str]);
+
+    const PARTNERS: [Partner; 6] = [
         ("ana maria souza", "2", "***.123.456-**", &["SP"]),
         ("ana maria souza", "2", "***.999.456-**", &["RJ", "SP"]),
         ("holding ana ltda", "1", "**.555.666/0001-**", &["MG"]),
@@ -188,7 +190,7 @@ mod tests {
         };
         let name = |n: &str| PartnerConditions { name: Some(n.into()), ..Default::default() };
         // The ordinals of the partners `keep` keeps (homonyms are in id order).
-        let expect = |keep: &dyn Fn(&(&str, &str, &str, &[&str])) -> bool| {
+        let expect = |keep: &dyn Fn(&Partner) -> bool| {
             let of = |id: &String| *PARTNERS.iter().find(|p| partner_id(p.1, p.0, p.2) == *id).unwrap();
             (0..ids.len()).filter(|&i| keep(&of(&ids[i]))).collect::<Vec<_>>()
         };
