@@ -99,14 +99,7 @@ fn the_partners_search_is_exact_and_ordered_by_folded_name() {
         }
     }
     terms.push("João".into());
-    // The server answers from the search index: it answers every term here on its own.
-    let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(s.db.clone())).unwrap();
-    for term in &terms {
-        let filters = cnpj_store::PartnerFilters { name: Some(term.clone()), ..Default::default() };
-        let by_index = store.search_partners_by_index(&filters, 1, 50, cnpj_model::Locale::PtBr).unwrap();
-        let by_sql = store.search_partners_by_sql(&filters, 1, 50, cnpj_model::Locale::PtBr).unwrap();
-        assert_eq!(by_index, Some(by_sql), "{term:?}: the index answers as SQL does");
-    }
+    the_index_answers_as_sql_does(&s.db, &terms);
     let mut searched = 0;
     for term in &terms {
         for (extra, keep) in [
@@ -152,6 +145,17 @@ fn the_partners_search_is_exact_and_ordered_by_folded_name() {
         let r = get(&s, &format!("/api/v1/partners/search?{bad}"), &token);
         assert_eq!(error_of(&r), (400, "Invalid input parameters"), "{bad}");
         assert!(r.body["errors"].get(param).is_some(), "{bad}: {}", r.body);
+    }
+}
+
+/// The server answers from the search index: it answers every term on its own, as SQL does.
+fn the_index_answers_as_sql_does(db: &Path, terms: &[String]) {
+    let store = cnpj_store::Store::open(&cnpj_store::Source::DuckDb(db.to_owned())).unwrap();
+    for term in terms {
+        let filters = cnpj_store::PartnerFilters { name: Some(term.clone()), ..Default::default() };
+        let by_index = store.search_partners_by_index(&filters, 1, 50, cnpj_model::Locale::PtBr).unwrap();
+        let by_sql = store.search_partners_by_sql(&filters, 1, 50, cnpj_model::Locale::PtBr).unwrap();
+        assert_eq!(by_index, Some(by_sql), "{term:?}: the index answers as SQL does");
     }
 }
 
