@@ -19,7 +19,9 @@
 //! pages for a person logged in (the session cookie of a real login), each alone, the page's
 //! median beside the API's, and the median over the suite (`CNPJ_BENCH_PAGES=0` skips it). The
 //! partners suite (`partners`; `CNPJ_BENCH_PARTNERS=0` skips it): 210 names cut mid-word, alone
-//! and with a type or a state, totals checked against SQL; partners' pages; networks.
+//! and with a type or a state, totals checked against SQL; partners' pages; networks. The analysts'
+//! suite (`analysts`; with the SQL baseline): §15's filters alone and combined, on search and
+//! on count, totals checked against the server searching by SQL.
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
@@ -29,7 +31,8 @@
 //! default 2), `CNPJ_BENCH_BASELINE` (`0`: no baseline), `CNPJ_BENCH_BASELINE_API` and
 //! `CNPJ_BENCH_BASELINE_DB` (the baseline is then another `cnpj-api` binary, e.g. today's main
 //! built apart, serving its own build of the same month, instead of this server searching by SQL
-//! with an unbounded `--search-budget`), `CNPJ_BENCH_SUITES` (`0`: the scenarios only; `partners`: the scenarios and the partners suite)).
+//! with an unbounded `--search-budget`), `CNPJ_BENCH_SUITES` (`0`: the scenarios only; `partners`, `analysts` or both, comma-separated:
+//! the scenarios and those suites alone)).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -37,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod analysts;
 mod common;
 mod partners;
 
@@ -753,9 +757,19 @@ fn main() {
     }
     match std::env::var("CNPJ_BENCH_SUITES").as_deref() {
         Ok("0") => return,
-        Ok("partners") => {
-            partners::run(&db, &addr, &get_at, query_seconds);
-            println!("server memory after the partners suite: peak RSS {:.0} MB", server.peak_rss_mb());
+        Ok(only) if only.split(',').all(|s| ["partners", "analysts"].contains(&s)) => {
+            if only.split(',').any(|s| s == "analysts") {
+                let sql = Server::spawn(&accounts, &dataset, &["--no-search-index", "--search-budget", "3600"]);
+                analysts::run(&db, &addr, &sql.addr, &get_at, query_seconds);
+            }
+            if only.split(',').any(|s| s == "partners") {
+                partners::run(&db, &addr, &get_at, query_seconds);
+            }
+            println!(
+                "server memory after the suites: peak RSS {:.0} MB, anonymous {:.0} MB",
+                server.peak_rss_mb(),
+                server.memory_mb("RssAnon")
+            );
             return;
         }
         _ => {}
@@ -809,6 +823,9 @@ fn main() {
     text_suite_run(&text_suite(&db), &addr, sql_server.as_ref(), &get_at, query_seconds);
     if std::env::var("CNPJ_BENCH_PARTNERS").map_or(true, |v| v != "0") {
         partners::run(&db, &addr, &get_at, query_seconds);
+    }
+    if let (Some(s), None) = (&sql_server, &other) {
+        analysts::run(&db, &addr, &s.addr, &get_at, query_seconds);
     }
     println!(
         "server memory after the suites: peak RSS {:.0} MB, anonymous {:.0} MB (with the index)",

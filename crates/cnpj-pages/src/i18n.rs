@@ -495,6 +495,14 @@ const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
         ],
     ),
     ("update_cities", ["Atualizar municípios", "Update the cities", "Actualizar municipios"]),
+    (
+        "several_hint",
+        [
+            "Nenhum marcado: qualquer um. Para marcar vários, Ctrl (ou Cmd) e clique, ou Shift e as setas.",
+            "None chosen: any. To choose several, Ctrl (or Cmd) and click, or Shift and the arrow keys.",
+            "Ninguno marcado: cualquiera. Para marcar varios, Ctrl (o Cmd) y clic, o Mayús y las flechas.",
+        ],
+    ),
     ("activity", ["Atividade (CNAE)", "Activity (CNAE)", "Actividad (CNAE)"]),
     (
         "activity_hint",

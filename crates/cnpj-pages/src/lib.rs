@@ -363,8 +363,24 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub(crate) struct Fields(std::collections::HashMap<String, String>);
 
 impl Fields {
+    /// The fields of a form or a query string; a name given more than once (a multi-select's
+    /// choices) holds its values joined by commas, as the API's lists take them.
     pub(crate) fn parse(body: &[u8]) -> Fields {
-        Fields(form_urlencoded::parse(body).into_owned().collect())
+        let mut fields = std::collections::HashMap::<String, String>::new();
+        for (name, value) in form_urlencoded::parse(body).into_owned() {
+            match fields.get_mut(&name) {
+                Some(held) if !value.is_empty() && !held.is_empty() => {
+                    held.push(',');
+                    held.push_str(&value);
+                }
+                Some(held) if held.is_empty() => *held = value,
+                Some(_) => {}
+                None => {
+                    fields.insert(name, value);
+                }
+            }
+        }
+        Fields(fields)
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&str> {

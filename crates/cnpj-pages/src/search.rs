@@ -40,6 +40,11 @@ pub(crate) const TYPED: [(&str, &str); 18] = [
     ("mei", "mei"),
 ];
 
+/// The code filters the form offers as multi-selects (lists of codes, any of them: contract §15).
+const LISTS: [&str; 5] = ["state", "city_id", "situacao_cadastral", "porte_empresa_code", "nature_code"];
+/// The longest list taken (50 codes of 7 characters and their commas).
+const MAX_LIST: usize = 400;
+
 /// The yes-or-no filters, by their API names (the key of each one's label too).
 const FLAGS: [&str; 5] = ["has_email", "has_phone", "head_office", "simples", "mei"];
 
@@ -59,8 +64,9 @@ pub(crate) struct Choice {
 
 /// The filter form as shown.
 pub(crate) struct Form {
+    /// The multi-selects (none chosen: any).
     pub states: Vec<Choice>,
-    /// The chosen state's cities (none until a state is chosen).
+    /// The chosen states' cities (none until a state is chosen).
     pub cities: Vec<Choice>,
     pub statuses: Vec<Choice>,
     pub sizes: Vec<Choice>,
@@ -180,7 +186,7 @@ fn activity(typed: &str, chosen: &str, matches: &[&CodeLabel]) -> Activity {
 pub(crate) fn filters(fields: &Fields, activity: &Activity) -> Pairs {
     let mut pairs: Pairs = TYPED
         .iter()
-        .map(|(name, _)| ((*name).to_owned(), fields.text(name, MAX_FIELD)))
+        .map(|(name, _)| ((*name).to_owned(), field(fields, name)))
         .filter(|(_, value)| !value.is_empty())
         .collect();
     if let Activity::Code(code) = activity {
@@ -188,6 +194,12 @@ pub(crate) fn filters(fields: &Fields, activity: &Activity) -> Pairs {
         pairs.push((name.to_owned(), code.clone()));
     }
     pairs
+}
+
+/// A filter's field as given: a list (a multi-select's choices, or commas) up to [`MAX_LIST`]
+/// characters, any other up to [`MAX_FIELD`].
+fn field(fields: &Fields, name: &str) -> String {
+    fields.text(name, if LISTS.contains(&name) { MAX_LIST } else { MAX_FIELD })
 }
 
 /// Whether the activity is asked among the secondary activities too: the form's box, or a link's
@@ -214,6 +226,29 @@ fn choices(lang: Lang, options: impl IntoIterator<Item = (String, String)>, sele
     std::iter::once(any).chain(options).collect()
 }
 
+/// The options of a multi-select, those in `selected` (a comma-separated list) marked; none marked
+/// means any.
+fn several(options: impl IntoIterator<Item = (String, String)>, selected: &str) -> Vec<Choice> {
+    let selected: Vec<&str> = selected.split(',').map(str::trim).collect();
+    options.into_iter().map(|(value, label)| Choice { selected: selected.contains(&value.as_str()), value, label }).collect()
+}
+
+/// The cities of the chosen states (a list): by name, and with their state when there are
+/// several states.
+fn cities_of(registry: &dyn Registry, states: &str) -> Vec<(String, String)> {
+    let states: Vec<&str> = states.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let several = states.len() > 1;
+    states
+        .iter()
+        .flat_map(|state| {
+            registry.cities(state).into_iter().map(move |c| {
+                let label = if several { format!("{}/{state}", c.name) } else { c.name };
+                (c.id, label)
+            })
+        })
+        .collect()
+}
+
 /// `code – label` (the code alone without a label).
 pub(crate) fn coded(code: &str, label: &str) -> String {
     if label.is_empty() { code.to_owned() } else { format!("{code} – {label}") }
@@ -227,15 +262,11 @@ fn form(
     fields: &Fields,
     matches: &[&CodeLabel],
 ) -> Form {
-    let value = |name: &str| fields.text(name, MAX_FIELD);
+    let value = |name: &str| field(fields, name);
     let state = value("state").to_uppercase();
     let mut states: Vec<(String, String)> = reference.states.iter().map(|s| (s.clone(), s.clone())).collect();
     states.push(("EX".to_owned(), lang.t("abroad").to_owned()));
-    let cities = if state.is_empty() {
-        Vec::new()
-    } else {
-        choices(lang, registry.cities(&state).into_iter().map(|c| (c.id, c.name)), &value("city_id"))
-    };
+    let cities = several(cities_of(registry, &state), &value("city_id"));
     let statuses = reference
         .registration_statuses
         .iter()
@@ -252,11 +283,11 @@ fn form(
         choices(lang, options, &value(name))
     };
     Form {
-        states: choices(lang, states, &state),
+        states: several(states, &state),
         cities,
-        statuses: choices(lang, statuses, &value("situacao_cadastral")),
-        sizes: choices(lang, sizes, &value("porte_empresa_code")),
-        natures: choices(lang, natures, &value("nature_code")),
+        statuses: several(statuses, &value("situacao_cadastral")),
+        sizes: several(sizes, &value("porte_empresa_code")),
+        natures: several(natures, &value("nature_code")),
         per_page: PER_PAGE
             .iter()
             .map(|n| Choice { value: (*n).to_owned(), label: (*n).to_owned(), selected: per_page == *n })
@@ -445,6 +476,24 @@ mod tests {
             "has_email=true&mei=&head_office=false&capital_from=1000&state=SP",
             &[("state", "SP"), ("capital_from", "1000"), ("has_email", "true"), ("head_office", "false")],
         );
+    }
+
+    #[test]
+    fn a_multi_selects_choices_are_one_list() {
+        check_filters("state=SP&state=RJ", &[("state", "SP,RJ")]);
+        check_filters("state=&state=RJ&state=", &[("state", "RJ")]);
+        check_filters("situacao_cadastral=02,08&situacao_cadastral=04", &[("situacao_cadastral", "02,08,04")]);
+        // 50 cities fit; a free-text field stays short.
+        let cities = vec!["3550308"; 50].join(",");
+        check_filters(&format!("city_id={cities}"), &[("city_id", &cities)]);
+        let long = "a".repeat(300);
+        check_filters(&format!("trading_name={long}"), &[("trading_name", &long[..MAX_FIELD])]);
+        let marked = |chosen: &str| -> Vec<bool> {
+            let options = ["RJ", "SP", "MG"].map(|s| (s.to_owned(), s.to_owned()));
+            several(options, chosen).iter().map(|c| c.selected).collect()
+        };
+        assert_eq!(marked("SP,RJ"), [true, true, false]);
+        assert_eq!(marked(""), [false, false, false]);
     }
 
     #[test]

@@ -175,11 +175,13 @@ async fn log_in(client: &Client, base: &str) {
     element(client, "#f-state").await;
 }
 
-/// State, words of the activity (several activities match: one is chosen) and status; the
-/// search's query string as the API takes it.
+/// Two states (a multi-select: contract §15's lists), words of the activity (several activities
+/// match: one is chosen) and status; the search's query string as the API takes it.
 async fn search_by_state_activity_and_status(client: &Client, base: &str, shots: &Shots) -> String {
     shots.take(client, "search", "h1").await;
-    element(client, "#f-state").await.select_by_value("SP").await.unwrap();
+    for state in ["RJ", "SP"] {
+        element(client, &format!("#f-state option[value={state}]")).await.click().await.unwrap();
+    }
     element(client, "#f-activity").await.send_keys("varejista mercadorias em geral").await.unwrap();
     element(client, "#f-status").await.select_by_value("02").await.unwrap();
     element(client, "button[name=go]").await.click().await.unwrap();
@@ -189,7 +191,10 @@ async fn search_by_state_activity_and_status(client: &Client, base: &str, shots:
     element(client, "button[name=go]").await.click().await.unwrap();
     element(client, "#results-table").await;
     assert!(client.current_url().await.unwrap().as_str().starts_with(&format!("{base}/search?")));
-    format!("state=SP&situacao_cadastral=02&business_sector={ACTIVITY}")
+    let chosen = "return [...document.querySelectorAll('#f-state option:checked')].map(o => o.value)";
+    let chosen = client.execute(chosen, vec![]).await.unwrap();
+    assert_eq!(chosen, json!(["RJ", "SP"]), "both states stay chosen on the results' page");
+    format!("state=RJ,SP&situacao_cadastral=02&business_sector={ACTIVITY}")
 }
 
 /// Pages on to the third page (its rows the API's), then opens a company of it that has
