@@ -6,7 +6,9 @@
 //! `CNPJ_TEST_PYTHON`); rows written equal to the count for several filter sets. A job that cannot
 //! write fails and refunds once. A server killed (SIGKILL) mid-job (its file a FIFO no one reads,
 //! so that DuckDB's write waits) leaves the job to the next process once the lease ran out: done,
-//! charged once. Two replicas on one Postgres accounts store run each job once.
+//! charged once. Two replicas on one Postgres accounts store run each job once. The pages: the
+//! search page's offer, the cost confirmed with its CSRF token, the job's page refreshing itself
+//! while it waits, then the file; another person's job not found.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::company_pages::{by_id, csrf, person};
 use super::{AccountsAt, Server, build_dataset, error_of, get, pg_database, post, root};
 
 /// Runner settings for tests: short leases and looks.
@@ -320,4 +323,57 @@ fn two_replicas_on_one_postgres_store_run_each_job_once() {
             .get(0);
         assert_eq!(debits, 3, "one hold a job");
     }
+}
+
+/// The pages: the search page offers the whole result; its cost is shown, free; the form needs
+/// its CSRF token; the job's page refreshes itself while the job waits or runs, then links to the
+/// file; another person's job is not found.
+#[test]
+fn the_pages_confirm_follow_and_download_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.duckdb");
+    build_dataset(&root().join("data/sample-dump"), &db);
+    // This one runs no job: the job's page is seen waiting, until a runner starts.
+    let accounts = AccountsAt::File(dir.path().join("accounts.sqlite"));
+    let s = start(dir.path(), &accounts, &db, &["--insecure-cookies", "--export-jobs", "0"]);
+    let (_, mut ana) = person(&s, "ana", 50);
+    let (_, search) = ana.get("/search?zip_code=01310&locale=en");
+    assert_eq!(by_id(&search, "export-all"), "Export all 6 rows (6 credits)", "{search}");
+    assert!(search.contains("href=\"/search/exports?zip_code=01310\""), "{search}");
+    let (r, page) = ana.get("/search/exports?zip_code=01310");
+    assert_eq!(r.status, 200, "{page}");
+    assert_eq!((by_id(&page, "export-job-rows"), by_id(&page, "export-job-credits")), ("6", "6"));
+    let (credits, _) = s.credits("ana");
+    assert_eq!(credits, 49, "asking is free (the search page cost 1)");
+    let (r, _) = ana.post("/search/exports", &[("zip_code", "01310"), ("format", "csv")]);
+    assert_eq!(r.status, 403, "without the CSRF token nothing runs");
+    let token = csrf(&page);
+    let (r, _) = ana.post("/search/exports", &[("csrf_token", &token), ("zip_code", "01310"), ("format", "csv")]);
+    assert_eq!(r.status, 303);
+    let job = r.header("location").unwrap().to_owned();
+    assert!(job.starts_with("/search/exports/"), "{job}");
+    assert_eq!(s.credits("ana").0, 43, "held");
+    let (r, page) = ana.get(&job);
+    assert_eq!((r.status, r.header("refresh")), (200, Some("3")), "a waiting job's page refreshes itself");
+    assert!(page.contains("data-status=\"queued\"") && page.contains("<progress"), "{page}");
+    let _runner = start(dir.path(), &accounts, &db, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        let (r, page) = ana.get(&job);
+        assert_eq!(r.status, 200, "{page}");
+        if page.contains("data-status=\"done\"") {
+            assert_eq!(r.header("refresh"), None, "a done job's page stays");
+            break page;
+        }
+        assert_eq!(r.header("refresh"), Some("3"), "{page}");
+        assert!(Instant::now() < deadline, "the job did not end: {page}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(by_id(&page, "job-written"), "6");
+    let (r, csv) = ana.get(&format!("{job}/file"));
+    assert_eq!((r.status, r.header("content-type")), (200, Some("text/csv; charset=utf-8")));
+    assert_eq!(csv.matches("\r\n").count(), 7);
+    let (_, mut bia) = person(&s, "bia", 5);
+    assert_eq!(bia.get(&job).0.status, 404, "another person's job");
+    assert_eq!(bia.get(&format!("{job}/file")).0.status, 404);
 }
