@@ -203,7 +203,8 @@ fn write(
             threads: exports.threads,
             spill: &spill,
         };
-        let rows = store.export_search(&export).map_err(|e| e.to_string());
+        let progress = |rows: u64| written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
+        let rows = store.export_search(&export, &progress).map_err(|e| e.to_string());
         let _ = std::fs::remove_dir_all(&spill);
         rows
     } else {

@@ -260,7 +260,7 @@ fn a_server_killed_mid_job_leaves_it_to_the_next_charged_once() {
     // The file the job writes is a FIFO no one reads: the write waits, the job stays running.
     let exports = dir.path().join("exports");
     std::fs::create_dir_all(&exports).unwrap();
-    let part = exports.join(format!(".{id}.csv.part"));
+    let part = exports.join(format!(".{id}.csv.part0"));
     assert!(Command::new("mkfifo").arg(&part).status().unwrap().success());
     let mut runner = start(dir.path(), &accounts, &db, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
