@@ -4,8 +4,8 @@
 //! replicas, the rate-limit counters. People's accounts beside (`people`: email, argon2id password,
 //! role, status), their sessions and one-time links (`sessions`), the throttles of logging in and
 //! signing up with device tokens (`throttle`), usage counts, the ledger and the
-//! admin audit log (`usage`), plans (`plans`), and each user's watchlists (`watchlists`) with their
-//! webhook deliveries (`deliveries`). A SQLite file by default (separate from the monthly
+//! admin audit log (`usage`), plans (`plans`), each user's watchlists (`watchlists`) with their
+//! webhook deliveries (`deliveries`), and export jobs (`exports`). A SQLite file by default (separate from the monthly
 //! dataset), or a Postgres schema that every replica uses. Charging is atomic on both (no balance
 //! ever goes negative). A store is migrated from older versions when opened.
 
@@ -21,6 +21,7 @@ macro_rules! dispatch {
 }
 
 mod deliveries;
+mod exports;
 mod people;
 mod plans;
 mod postgres;
@@ -32,6 +33,7 @@ mod usage;
 mod watchlists;
 
 pub use deliveries::{Attempt, Delivery, Due, delivery_id};
+pub use exports::{EXPORT_ATTEMPTS, ExportJob, NewExport};
 pub use people::{Person, Role, Status, check_password, hash_password};
 pub use plans::{Plan, Plans, PlansError};
 pub use sessions::{Link, LinkKind, SESSION_IDLE, SESSION_MAX, Session};
@@ -366,7 +368,7 @@ mod people_tests {
         assert_eq!(a.ledger(user.id, 50).unwrap().len(), 2);
         let version: i64 =
             rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
         drop(a);
         Accounts::open(&path).unwrap().authenticate("cnpj_abcdefghijkl").unwrap().expect("opened again");
     }
@@ -396,7 +398,7 @@ mod people_tests {
             let a = Accounts::open(&path).unwrap();
             let version: i64 =
                 rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(version, 3, "had the tables: {had_tables}");
+            assert_eq!(version, 4, "had the tables: {had_tables}");
             let cnpjs = ["33683111".to_owned()];
             let new = NewWatchlist { name: "new", cnpjs: &cnpjs, events: &[], webhook_url: None };
             let made = a.create_watchlist(1, &new).unwrap().watchlist.id;

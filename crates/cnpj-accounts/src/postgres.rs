@@ -15,10 +15,11 @@ use crate::{
 
 const SCHEMA: &str = include_str!("../../../sql/postgres/accounts.sql");
 /// The migrations, in order: the store's version is how many of them it has had.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("../../../sql/postgres/accounts-1.sql"),
     include_str!("../../../sql/postgres/accounts-2.sql"),
     include_str!("../../../sql/postgres/accounts-3.sql"),
+    include_str!("../../../sql/postgres/accounts-4.sql"),
 ];
 
 /// Brings the store to the newest version (in the caller's transaction).

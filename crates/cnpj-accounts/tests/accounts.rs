@@ -92,7 +92,7 @@ fn a_store_of_version_0_is_migrated_on_postgres() {
     let user = a.authenticate(&token).unwrap().unwrap();
     assert_eq!(a.charge(user.id, 2, "detail").unwrap(), Ok(5));
     let version: i32 = old.query_one("SELECT version FROM cnpj_accounts.version", &[]).unwrap().get(0);
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     drop(a);
     Accounts::open_postgres(&url).unwrap().authenticate(&token).unwrap().expect("opened again, nothing lost");
 }
@@ -121,7 +121,7 @@ fn a_store_of_version_1_gets_the_watchlists_on_postgres_whether_it_has_their_tab
         }
         let a = Accounts::open_postgres(&url).unwrap();
         let version: i32 = old.query_one("SELECT version FROM version", &[]).unwrap().get(0);
-        assert_eq!(version, 3, "had the tables: {had_tables}");
+        assert_eq!(version, 4, "had the tables: {had_tables}");
         let cnpjs = strings(&["33683111"]);
         a.create_watchlist(1, &NewWatchlist { name: "new", cnpjs: &cnpjs, events: &[], webhook_url: None }).unwrap();
         let names: Vec<String> = a.watchlists(1).unwrap().into_iter().map(|l| l.name).collect();

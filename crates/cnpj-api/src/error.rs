@@ -19,6 +19,12 @@ pub enum ApiError {
     WatchlistNotFound,
     /// No such delivery of that list.
     DeliveryNotFound,
+    /// No such export job of the caller's (another user's is not theirs to know of).
+    ExportNotFound,
+    /// An export job's file asked before the job is done (queued, running or failed).
+    ExportNotReady,
+    /// An export job's file deleted past its time (`--export-ttl`).
+    ExportExpired,
     NotFound,
     MethodNotAllowed,
     /// The body did not arrive within the body timeout (the connection is then closed).
@@ -50,6 +56,9 @@ impl ApiError {
             ApiError::PartnerNotFound => (StatusCode::NOT_FOUND, "Partner not found."),
             ApiError::WatchlistNotFound => (StatusCode::NOT_FOUND, "Watchlist not found."),
             ApiError::DeliveryNotFound => (StatusCode::NOT_FOUND, "Delivery not found."),
+            ApiError::ExportNotFound => (StatusCode::NOT_FOUND, "Export not found."),
+            ApiError::ExportNotReady => (StatusCode::CONFLICT, "Export not ready."),
+            ApiError::ExportExpired => (StatusCode::GONE, "Export expired."),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "Not found."),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed."),
             ApiError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "Request timeout."),

@@ -9,13 +9,16 @@ mod companies;
 mod deliveries;
 mod docs;
 mod error;
+mod exporting;
 mod exports;
 mod exposition;
+mod jobs;
 mod limits;
 mod mcp;
 mod observe;
 mod params;
 mod partners;
+mod runner;
 mod serve;
 mod server;
 mod site;
@@ -189,6 +192,26 @@ struct ServeArgs {
     /// their shares; the partners inside a company's record stay, as the spec has them.
     #[arg(long, value_enum, default_value_t = Switch::On)]
     partners: Switch,
+    /// The folder of the export jobs' files (created when missing); replicas share one.
+    #[arg(long, env = "CNPJ_API_EXPORT_DIR", default_value = "exports")]
+    export_dir: PathBuf,
+    /// How long an export's file is kept once written: seconds, or a number with s, m, h or d.
+    #[arg(long, default_value = "7d", value_parser = duration)]
+    export_ttl: Duration,
+    /// Export jobs this process runs at once (0: none here, its replicas run them); a user's jobs
+    /// run one at a time over all replicas, the others wait, queued.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=16))]
+    export_jobs: u32,
+    /// The memory each export job's DuckDB may use (it spills to --export-dir past it).
+    #[arg(long, default_value = "256MiB", value_parser = cnpj_model::parse_size)]
+    export_memory: u64,
+    /// Seconds a replica holds the job it runs without renewing it (renewed every third of it): a
+    /// job whose process died runs again, elsewhere or after a restart, once this ran out.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(3..))]
+    export_lease: u64,
+    /// Seconds between two looks for export jobs to run (a job accepted here starts at once).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    export_interval: u64,
 }
 
 /// A feature on or off.
@@ -317,6 +340,25 @@ fn budget(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A duration: seconds, or a whole number followed by s, m, h or d (`7d`).
+fn duration(text: &str) -> Result<Duration, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    match digits.parse::<u64>() {
+        Ok(n) if n > 0 && scale > 0 => Ok(Duration::from_secs(n.saturating_mul(scale))),
+        _ => Err(format!("{text:?} is not a duration such as 3600, 90m, 12h or 7d")),
+    }
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }
@@ -347,17 +389,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// `serve`: opens the dataset, serves it until SIGTERM or Ctrl-C, then flushes the accounts store.
 fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Result<()> {
-    let pages = pages_config(&args, public_url)?;
+    let (pages, exports, index) = (pages_config(&args, public_url)?, exports(&args), search_index(&args));
     let watching = watching::Settings::new(webhook_policy(&args));
     let source = match (args.db, args.postgres) {
         (Some(path), _) => Source::DuckDb(path),
         (None, Some(url)) => Source::Postgres { url, schema: args.schema },
         (None, None) => anyhow::bail!("--db or --postgres is required"),
-    };
-    let index = match (args.search_index, args.no_search_index) {
-        (_, true) => SearchIndexFile::None,
-        (Some(path), false) => SearchIndexFile::At(path),
-        (None, false) => SearchIndexFile::Beside,
     };
     let limits = Limits { memory: args.memory_limit, search_budget: Duration::from_secs_f64(args.search_budget) };
     let store = Store::open_with(&source, &index, limits)?;
@@ -366,10 +403,12 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
     }
     let prices = server::Prices { detail: args.price_detail, batch_item: args.price_batch, search: args.price_search };
     let limiter = limits::RateLimiter::new(Duration::from_secs(args.rate_window));
+    let mail = pages.mail.clone().map(runner::mail);
     let state = Arc::new(
         server::AppState::new(store, accounts, limiter, prices)
             .with_watchlists(watching)
-            .with_partners(args.partners == Switch::On),
+            .with_partners(args.partners == Switch::On)
+            .with_exports(exports, mail),
     );
     let limits = serve::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
@@ -399,6 +438,7 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
         }
         let (every, lease) = (Duration::from_secs(args.webhook_interval), Duration::from_secs(args.webhook_lease));
         deliveries::spawn(Arc::clone(&state), every, lease);
+        runner::spawn(Arc::clone(&state));
         let tools = mcp::service(Arc::clone(&state));
         server::flush_usage_periodically(Arc::clone(&state));
         let pages = cnpj_pages::router(Arc::clone(state.accounts()), pages, Some(site::registry(Arc::clone(&state))));
@@ -406,7 +446,8 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
             .merge(changes::routes(&state))
             .merge(account::routes(&state))
             .merge(watchlists::routes(&state))
-            .merge(deliveries::routes(&state));
+            .merge(deliveries::routes(&state))
+            .merge(jobs::routes(&state));
         let routes = if state.partners { routes.merge(partners::routes(&state)) } else { routes };
         let router = server::router(Arc::clone(&state), body_timeout, tools, routes, pages);
         let api = serve::serve(listener, router, limits, stopped(stopping.clone()));
@@ -425,6 +466,28 @@ fn serve(args: ServeArgs, accounts: Accounts, public_url: &str) -> anyhow::Resul
     state.flush();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The search index to search with.
+fn search_index(args: &ServeArgs) -> SearchIndexFile {
+    match (&args.search_index, args.no_search_index) {
+        (_, true) => SearchIndexFile::None,
+        (Some(path), false) => SearchIndexFile::At(path.clone()),
+        (None, false) => SearchIndexFile::Beside,
+    }
+}
+
+/// The export jobs' settings.
+fn exports(args: &ServeArgs) -> exporting::Exports {
+    let mut exports = exporting::Exports::new(
+        args.export_dir.clone(),
+        args.export_ttl,
+        Duration::from_secs(args.export_lease),
+        Duration::from_secs(args.export_interval),
+        args.export_jobs as usize,
+    );
+    exports.memory = args.export_memory;
+    exports
 }
 
 /// Where webhooks may lead (for the API's routes and the pages alike).

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::docs;
 use crate::error::ApiError;
+use crate::exporting::ExportMail;
 use crate::limits::{BatchCache, RateLimiter};
 use crate::observe::{self, Usage};
 use crate::params::{self, Params};
@@ -62,6 +63,10 @@ pub struct AppState {
     /// Whether partners are served first-class (`serve --partners`): their search and pages and
     /// the companies' networks; off, those answer 404.
     pub(crate) partners: bool,
+    /// The export jobs' settings (`crate::runner`).
+    pub(crate) exports: crate::exporting::Exports,
+    /// Mails a job's owner its link once it is done (with SMTP configured).
+    pub(crate) exports_mail: Option<ExportMail>,
 }
 
 impl AppState {
@@ -75,7 +80,16 @@ impl AppState {
             usage: UsageCounter::default(),
             watchlists: crate::watching::Settings::default(),
             partners: true,
+            exports: crate::exporting::Exports::default(),
+            exports_mail: None,
         }
+    }
+
+    /// The export jobs' settings, and what mails a finished job's link.
+    pub fn with_exports(mut self, exports: crate::exporting::Exports, mail: Option<ExportMail>) -> AppState {
+        self.exports = exports;
+        self.exports_mail = mail;
+        self
     }
 
     pub fn accounts(&self) -> &Arc<Accounts> {
@@ -165,6 +179,11 @@ impl Caller {
     /// The credits charged to this caller so far.
     pub(crate) fn charged(&self) -> i64 {
         self.charged.load(Ordering::SeqCst)
+    }
+
+    /// Counts credits charged to this caller by the accounts store directly (an export job's hold).
+    pub(crate) fn add_charged(&self, credits: i64) {
+        self.charged.fetch_add(credits, Ordering::SeqCst);
     }
 }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::companies;
 use crate::error::ApiError;
 use crate::exports;
+use crate::jobs;
 use crate::params::Params;
 use crate::partners;
 use crate::server::{Caller, Shared};
@@ -77,9 +78,13 @@ fn refusal(error: ApiError) -> Refusal {
                 })
                 .collect(),
         ),
-        ApiError::CompanyNotFound | ApiError::PartnerNotFound | ApiError::WatchlistNotFound | ApiError::NotFound => {
-            Refusal::NotFound
-        }
+        ApiError::CompanyNotFound
+        | ApiError::PartnerNotFound
+        | ApiError::WatchlistNotFound
+        | ApiError::ExportNotFound
+        | ApiError::ExportNotReady
+        | ApiError::ExportExpired
+        | ApiError::NotFound => Refusal::NotFound,
         ApiError::InsufficientCredits => Refusal::InsufficientCredits,
         ApiError::TooManyRequests { retry_after } => Refusal::TooManyRequests { retry_after },
         other => {
@@ -140,6 +145,39 @@ impl Registry for Site {
         let (state, user) = (Arc::clone(&self.state), user_of(person));
         Box::pin(as_caller(state, user, "export", move |state, caller, store| async move {
             exports::export(&state, &caller, store, &Params::from_pairs(params), rows).await
+        }))
+    }
+
+    fn count(&self, person: &Person, params: Pairs) -> Answer<u64> {
+        let (state, user) = (Arc::clone(&self.state), user_of(person));
+        Box::pin(as_caller(state, user, "count", move |state, _, store| async move {
+            let body = companies::count(&state, store, &Params::from_pairs(params)).await?;
+            Ok(body["total"].as_u64().unwrap_or(0))
+        }))
+    }
+
+    fn create_export_job(&self, person: &Person, params: Pairs, format: String) -> Answer<Value> {
+        let (state, user) = (Arc::clone(&self.state), user_of(person));
+        Box::pin(as_caller(state, user, "exports", move |state, caller, store| async move {
+            let format = crate::exporting::FORMATS.iter().find(|(name, ..)| *name == format).map(|(name, ..)| *name);
+            let format =
+                format.ok_or_else(|| ApiError::invalid("format", "The format must be one of csv, parquet, jsonl."))?;
+            jobs::create(&state, &caller, store, params, format).await
+        }))
+    }
+
+    fn export_job(&self, person: &Person, id: String) -> Answer<Value> {
+        let (state, user) = (Arc::clone(&self.state), user_of(person));
+        Box::pin(as_caller(state, user, "exports", move |state, caller, _| async move {
+            Ok(jobs::described(&jobs::job(&state, caller.user_id(), id).await?))
+        }))
+    }
+
+    fn export_job_file(&self, person: &Person, id: String) -> Answer<axum::response::Response> {
+        let (state, user) = (Arc::clone(&self.state), user_of(person));
+        Box::pin(as_caller(state, user, "exports", move |state, caller, _| async move {
+            let found = jobs::job(&state, caller.user_id(), id).await?;
+            jobs::file(&state, &found).await
         }))
     }
 

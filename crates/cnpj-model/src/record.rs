@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// The detail record (`data` of GET /api/v1/companies/{cnpj}).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct DetailRecord {
     pub id: String,
     pub cnpj: String,
@@ -42,7 +42,7 @@ pub struct SecondaryActivity {
     pub descricao: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Address {
     pub logradouro: String,
     pub numero: String,
@@ -60,7 +60,7 @@ pub struct Address {
     pub pais: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Contact {
     pub ddd: String,
     pub telefone: String,

@@ -176,6 +176,26 @@ pub(crate) fn cell(text: &str) -> String {
     }
 }
 
+/// The CSV's columns of an item (of any item: every search item has the same fields), in order:
+/// nested objects flattened (`endereco.uf`). The API's export jobs write the same columns.
+pub fn csv_columns(item: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    cells("", item.as_object().unwrap_or(&Map::new()), &mut out);
+    out.into_iter().map(|(column, _)| column).collect()
+}
+
+/// The header line of `columns` (CRLF).
+pub fn csv_header(columns: &[String]) -> String {
+    columns.iter().map(|c| cell(c)).collect::<Vec<_>>().join(",") + "\r\n"
+}
+
+/// An item's line (CRLF), as `csv` writes it.
+pub fn csv_line(item: &Value) -> String {
+    let mut out = Vec::new();
+    cells("", item.as_object().unwrap_or(&Map::new()), &mut out);
+    out.iter().map(|(_, value)| cell(value)).collect::<Vec<_>>().join(",") + "\r\n"
+}
+
 /// The items as CSV (lines end in CRLF): a header of the first item's columns, a line per item.
 pub(crate) fn csv(items: &[Value]) -> String {
     let rows: Vec<Vec<(String, String)>> = items

@@ -473,6 +473,15 @@ const TEXTS: &[(&str, [&str; 3])] = &[
             "Para elegir una nueva contraseña, abra este enlace (válido por 1 hora). Si no fue usted, ignore este correo.",
         ],
     ),
+    ("mail_export_subject", ["Sua exportação está pronta", "Your export is ready", "Su exportación está lista"]),
+    (
+        "mail_export_body",
+        [
+            "O arquivo da sua exportação está pronto. Baixe-o nesta página (depois de entrar):",
+            "Your export's file is ready. Download it from this page (once logged in):",
+            "El archivo de su exportación está listo. Descárguelo en esta página (después de iniciar sesión):",
+        ],
+    ),
     ("invalid", ["Valor inválido.", "Invalid value.", "Valor no válido."]),
 ];
 
@@ -692,6 +701,51 @@ const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
     ("became", ["passou a", "became", "pasó a"]),
     ("export", ["Exportar", "Export", "Exportar"]),
     ("export_csv", ["Exportar em CSV", "Export as CSV", "Exportar en CSV"]),
+    ("export_all", ["Exportar o resultado inteiro", "Export the whole result", "Exportar el resultado completo"]),
+    (
+        "export_all_link",
+        [
+            "Exportar todas as {} linhas ({} créditos)",
+            "Export all {} rows ({} credits)",
+            "Exportar las {} filas ({} créditos)",
+        ],
+    ),
+    ("export_format", ["Formato", "Format", "Formato"]),
+    (
+        "export_job_note",
+        [
+            "O arquivo é preparado em segundo plano; a página seguinte mostra o andamento e o link para baixá-lo.",
+            "The file is made in the background; the next page shows its progress and the link to download it.",
+            "El archivo se prepara en segundo plano; la página siguiente muestra el avance y el enlace para descargarlo.",
+        ],
+    ),
+    ("export_job", ["Exportação", "Export", "Exportación"]),
+    ("export_job_status", ["Situação", "Status", "Estado"]),
+    ("export_job_written", ["Linhas escritas", "Rows written", "Filas escritas"]),
+    ("export_job_progress", ["Andamento", "Progress", "Avance"]),
+    (
+        "export_job_refresh",
+        [
+            "Esta página se atualiza sozinha a cada poucos segundos.",
+            "This page refreshes itself every few seconds.",
+            "Esta página se actualiza sola cada pocos segundos.",
+        ],
+    ),
+    ("export_job_download", ["Baixar o arquivo", "Download the file", "Descargar el archivo"]),
+    ("export_job_expires", ["Disponível até", "Available until", "Disponible hasta"]),
+    (
+        "export_job_failed",
+        [
+            "A exportação falhou; os créditos foram devolvidos.",
+            "The export failed; its credits were refunded.",
+            "La exportación falló; los créditos fueron devueltos.",
+        ],
+    ),
+    ("job_queued", ["Na fila", "Queued", "En cola"]),
+    ("job_running", ["Em andamento", "Running", "En curso"]),
+    ("job_done", ["Pronta", "Done", "Lista"]),
+    ("job_failed", ["Falhou", "Failed", "Falló"]),
+    ("job_expired", ["Expirada", "Expired", "Expirada"]),
     ("export_found", ["Empresas encontradas", "Companies found", "Empresas encontradas"]),
     ("export_rows", ["Linhas exportadas", "Rows exported", "Filas exportadas"]),
     (

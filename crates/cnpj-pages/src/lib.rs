@@ -4,7 +4,8 @@
 //! (`profile`), their watchlists, each on a page of its own with its webhook and deliveries
 //! (`watchlists`), and the admin pages (`admin`); with a registry (`registry`: the API's
 //! endpoints, answered and charged by the service), the company search (`search`), a company's
-//! page (`company`) and a search's export as CSV (`export`), and while partners are served a
+//! page (`company`), a search's export as CSV (`export`) and a whole result as an export job whose
+//! page follows it to its file (`jobs`), and while partners are served a
 //! partner's page and a company's network with its files (`partners`, drawn by `network`); a
 //! page that charges, opened from
 //! another site, shows its price and charges only once the person goes on. Server-rendered HTML
@@ -20,6 +21,7 @@ mod company;
 mod export;
 mod guard;
 mod i18n;
+mod jobs;
 mod mail;
 mod network;
 mod partners;
@@ -41,6 +43,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cnpj_accounts::{Accounts, AccountsError, Role, Session};
 
+pub use export::{csv_columns, csv_header, csv_line};
 use guard::{
     FORM_COOKIE, LOCALE_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_token, own_navigation, random_hex, same_origin,
     set_cookie,
@@ -96,6 +99,9 @@ pub fn router(accounts: Arc<Accounts>, config: Config, registry: Option<Arc<dyn 
     let companies = Router::new()
         .route("/search", get(search::page).head(only_get).fallback(only_get))
         .route("/search/export", get(export::confirm).post(export::run))
+        .route("/search/exports", get(jobs::confirm).post(jobs::create))
+        .route("/search/exports/{id}", get(jobs::page).head(only_get).fallback(only_get))
+        .route("/search/exports/{id}/file", get(jobs::file).head(only_get).fallback(only_get))
         .route("/companies/{cnpj}", get(company::page).head(only_get).fallback(only_get))
         .route("/companies/{cnpj}/watch", post(company::watch));
     // The partners' pages only when partners are served (`serve --partners`).

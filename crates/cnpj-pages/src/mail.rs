@@ -1,6 +1,7 @@
 //! Mail, when the operator configured SMTP: the verification link sent at sign-up, the notice to
 //! an account's owner that someone signed up with their email (with the link to a new password),
-//! and the reset link sent by `/password/forgot`, each in the page's language. Sent off the request's path: a
+//! and the reset link sent by `/password/forgot`, each in the page's language; and the link to an
+//! export job's page once its file is ready, in the person's. Sent off the request's path: a
 //! page answers the same whether or not a mail went out.
 
 use lettre::message::header::{ContentTransferEncoding, ContentType};
@@ -38,6 +39,8 @@ pub(crate) enum Mail {
     /// Someone signed up with the email of an account.
     Taken,
     Reset,
+    /// An export job's file is ready.
+    Export,
 }
 
 impl Mailer {
@@ -51,6 +54,13 @@ impl Mailer {
         Ok(Mailer { transport, from, public_url: public_url.trim_end_matches('/').to_owned() })
     }
 
+    /// Tells `to` that their export job `id` is done: the link to its page, in `locale` (a
+    /// person's, pt-br when unknown) (blocking).
+    pub fn send_export(&self, locale: Option<&str>, to: &str, id: &str) -> Result<(), String> {
+        let lang = locale.and_then(Lang::parse).unwrap_or(Lang::PtBr);
+        self.send(Mail::Export, lang, to, &format!("/search/exports/{id}"))
+    }
+
     /// Sends the link `path_and_token` (e.g. `/verify?token=…`) to `to` (blocking).
     pub(crate) fn send(&self, kind: Mail, lang: Lang, to: &str, path_and_token: &str) -> Result<(), String> {
         let link = format!("{}{path_and_token}", self.public_url);
@@ -58,6 +68,7 @@ impl Mailer {
             Mail::Verify => (lang.t("mail_verify_subject"), lang.t("mail_verify_body")),
             Mail::Taken => (lang.t("mail_taken_subject"), lang.t("mail_taken_body")),
             Mail::Reset => (lang.t("mail_reset_subject"), lang.t("mail_reset_body")),
+            Mail::Export => (lang.t("mail_export_subject"), lang.t("mail_export_body")),
         };
         let to = to.parse::<Mailbox>().map_err(|e| e.to_string())?;
         let message = Message::builder()

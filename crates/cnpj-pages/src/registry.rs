@@ -74,6 +74,16 @@ pub trait Registry: Send + Sync {
     fn export_cost(&self, person: &Person, params: Pairs, rows: u64) -> Answer<ExportCost>;
     /// The first `rows` of a search as search items, charged per row found like batch.
     fn export(&self, person: &Person, params: Pairs, rows: u64) -> Answer<Vec<Value>>;
+    /// The total of a search (`GET /api/v1/companies/count`, free): an export job's rows.
+    fn count(&self, person: &Person, params: Pairs) -> Answer<u64>;
+    /// An export job of a search's whole result in `format` (`csv`, `parquet`, `jsonl`), its
+    /// credits held: the body of `POST /api/v1/exports`.
+    fn create_export_job(&self, person: &Person, params: Pairs, format: String) -> Answer<Value>;
+    /// One of the person's export jobs, as `GET /api/v1/exports/{id}` describes it
+    /// ([`Refusal::NotFound`]: none of theirs).
+    fn export_job(&self, person: &Person, id: String) -> Answer<Value>;
+    /// The file of one of the person's export jobs, once done, as the answer that streams it.
+    fn export_job_file(&self, person: &Person, id: String) -> Answer<axum::response::Response>;
     /// Adds a CNPJ (14 characters, or the company's 8) to one of the person's watchlists.
     fn watch(&self, person: &Person, list: i64, cnpj: String) -> Answer<()>;
     /// What the charged pages cost (shown before a page opened from elsewhere is charged).

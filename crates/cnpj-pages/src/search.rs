@@ -123,6 +123,9 @@ pub(crate) struct Results {
     pub next: Option<String>,
     pub last: Option<String>,
     pub export: String,
+    /// The link to export the whole result as a job, and its words (the rows and their credits).
+    pub export_all: String,
+    pub export_all_text: String,
 }
 
 #[derive(Template)]
@@ -416,6 +419,11 @@ fn results(lang: Lang, body: &Value, carried: &Pairs, filters: &Pairs) -> Result
         next: (page < last_page).then(|| link(page + 1)),
         last: (page < last_page).then(|| link(last_page)),
         export: format!("/search/export?{}", query(filters)),
+        export_all: format!("/search/exports?{}", query(filters)),
+        export_all_text: {
+            let n = show::count(lang, number("total"));
+            crate::i18n::fill(lang.t("export_all_link"), &[&n, &n])
+        },
     }
 }
 

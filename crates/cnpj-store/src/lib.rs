@@ -13,6 +13,7 @@ mod changes;
 mod export;
 mod partners;
 mod search;
+mod search_export;
 
 use std::collections::HashMap;
 
@@ -34,6 +35,7 @@ pub use partners::{
     PartnerFilters, PartnerItem, PartnerRecord,
 };
 pub use search::SearchFilters;
+pub use search_export::{FileFormat, SearchExport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -327,6 +329,11 @@ impl Store {
     /// Whether point lookups read the lookup file (a DuckDB dataset with its file) rather than SQL.
     pub fn has_lookup_file(&self) -> bool {
         self.lookup.is_some()
+    }
+
+    /// Whether the dataset is a DuckDB file (its exports are written by DuckDB, `search_export`).
+    pub fn is_duckdb(&self) -> bool {
+        matches!(self.source, Source::DuckDb(_))
     }
 
     /// Whether searches run on a search index rather than SQL.

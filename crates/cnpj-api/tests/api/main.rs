@@ -22,6 +22,7 @@ mod browser;
 mod changes;
 mod company_pages;
 mod docs;
+mod export_jobs;
 mod filters;
 mod mcp;
 mod operating;
@@ -230,7 +231,11 @@ fn parse_reply(raw: &[u8]) -> Reply {
     let raw = body;
     // Every answer is JSON but the pages' (HTML, CSS, CSV) and a network's GraphML file.
     let content_type = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.as_str());
-    let not_json = content_type.is_some_and(|t| t.starts_with("text/") || t.starts_with("application/graphml+xml"));
+    let not_json = content_type.is_some_and(|t| {
+        ["text/", "application/graphml+xml", "application/vnd.apache.parquet", "application/x-ndjson"]
+            .iter()
+            .any(|kind| t.starts_with(kind))
+    });
     let body =
         if raw.is_empty() || not_json { Value::Null } else { serde_json::from_slice(&raw).expect("a JSON body") };
     Reply { status, headers, body, raw }

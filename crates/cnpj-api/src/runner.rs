@@ -1,0 +1,266 @@
+//! The export jobs' runner, a task of the API process (every replica runs one): each tick (every
+//! `interval`, or at once when a job was accepted here) expired files are deleted (their jobs
+//! marked `expired`), then, while fewer than `workers` jobs run here, the next job is claimed
+//! under a lease (`cnpj_accounts`: one user's jobs one at a time, over all replicas) and run on a
+//! thread of its own, so that an export never takes the API's threads; a second thread renews the
+//! lease (with the rows written) until the job ends. A job writes `.<id>.<ext>.part` in the export
+//! folder (shared by replicas), renamed to `<id>.<ext>` once whole: by DuckDB's `COPY` for a
+//! DuckDB dataset (`Store::export_search`), else streamed from the search's pages (CSV, JSONL).
+//! Its rows are checked against those counted when it was accepted; any failure fails the job and
+//! gives its credits back (once). A process that dies leaves its job to the next claim once the
+//! lease ran out: the job runs again, charged once.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cnpj_accounts::ExportJob;
+use cnpj_model::{DetailRecord, Locale};
+use cnpj_store::{FileFormat, SearchExport, Store};
+use serde_json::Value;
+
+use crate::exporting::{ExportMail, FORMATS};
+use crate::params::{self, Params};
+use crate::server::{AppState, Shared};
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The CSV's columns: the people's export's (`cnpj_pages::csv_columns`), of a search item.
+pub fn csv_columns() -> Vec<String> {
+    cnpj_pages::csv_columns(&DetailRecord::default().search_item())
+}
+
+/// Starts the runner.
+pub fn spawn(state: Shared) {
+    tokio::spawn(async move {
+        loop {
+            let s = Arc::clone(&state);
+            if let Err(e) = tokio::task::spawn_blocking(move || tick(&s)).await {
+                tracing::error!(error = %e, "export jobs: the runner panicked");
+            }
+            let wake = state.exports.wake.notified();
+            let _ = tokio::time::timeout(state.exports.interval, wake).await;
+        }
+    });
+}
+
+/// Expires old files, then claims and starts jobs while there is room (blocking).
+fn tick(state: &Shared) {
+    let exports = &state.exports;
+    match state.accounts().expire_exports(now()) {
+        Ok(files) => {
+            for file in files {
+                match std::fs::remove_file(exports.dir.join(&file)) {
+                    Ok(()) => tracing::info!(file, "export expired: file deleted"),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => tracing::warn!(file, error = %e, "an expired export's file could not be deleted"),
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "export jobs: the accounts store failed"),
+    }
+    loop {
+        let busy = exports.running().clone();
+        if busy.len() >= exports.workers {
+            return;
+        }
+        let lease = exports.lease.as_secs() as i64;
+        let job = match state.accounts().claim_export(&exports.owner, lease, &busy) {
+            Ok(Some(job)) => job,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "export jobs: claiming failed");
+                return;
+            }
+        };
+        exports.running().push(job.user_id);
+        let s = Arc::clone(state);
+        let started = std::thread::Builder::new().name("export".into()).spawn(move || {
+            run(&s, &job);
+            let mut running = s.exports.running();
+            if let Some(i) = running.iter().position(|u| *u == job.user_id) {
+                running.swap_remove(i);
+            }
+            s.exports.wake.notify_one();
+        });
+        if let Err(e) = started {
+            tracing::error!(error = %e, "export jobs: no thread for a job");
+            exports.running().pop();
+            return;
+        }
+    }
+}
+
+/// Runs a claimed job to its end (done, or failed and refunded), its lease renewed meanwhile.
+fn run(state: &AppState, job: &ExportJob) {
+    let exports = &state.exports;
+    let written = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let renewal = {
+        let (accounts, id, owner) = (Arc::clone(state.accounts()), job.id.clone(), exports.owner.clone());
+        let (lease, written) = (exports.lease, Arc::clone(&written));
+        std::thread::spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(lease / 3) {
+                let rows = written.load(std::sync::atomic::Ordering::SeqCst);
+                match accounts.renew_export(&id, &owner, lease.as_secs() as i64, rows) {
+                    Ok(true) => {}
+                    Ok(false) => return tracing::warn!(id, "export job: its lease was lost"),
+                    Err(e) => tracing::warn!(id, error = %e, "export job: renewing its lease failed"),
+                }
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    let outcome = write(state, job, &written);
+    drop(stop);
+    let _ = renewal.join();
+    let accounts = state.accounts();
+    let recorded = match outcome {
+        Ok((file, bytes, rows)) => {
+            let ttl = exports.ttl.as_secs() as i64;
+            let seconds = started.elapsed().as_secs_f64();
+            tracing::info!(
+                id = job.id,
+                rows,
+                bytes,
+                seconds,
+                rows_per_second = rows as f64 / seconds.max(1e-6),
+                "export job done"
+            );
+            metrics::counter!("cnpj_export_jobs_total", "outcome" => "done").increment(1);
+            accounts.finish_export(&job.id, &exports.owner, &file, bytes as i64, rows as i64, ttl)
+        }
+        Err(error) => {
+            tracing::warn!(id = job.id, error, "export job failed: its credits are refunded");
+            metrics::counter!("cnpj_export_jobs_total", "outcome" => "failed").increment(1);
+            let message = "The export failed; its credits were refunded.";
+            accounts.fail_export(&job.id, Some(&exports.owner), message).map(|_| false)
+        }
+    };
+    match recorded {
+        Err(e) => tracing::error!(id = job.id, error = %e, "export job: recording its end failed (it runs again)"),
+        Ok(true) => {
+            if let (Some(mail), Ok(Some(person))) = (&state.exports_mail, accounts.person(job.user_id)) {
+                mail(job, &person);
+            }
+        }
+        Ok(false) => {}
+    }
+}
+
+/// Mails a job's owner, when they have an email, the link to its page.
+pub fn mail(mailer: cnpj_pages::Mailer) -> ExportMail {
+    Box::new(move |job, person| {
+        let Some(email) = &person.email else { return };
+        if let Err(error) = mailer.send_export(person.locale.as_deref(), email, &job.id) {
+            tracing::warn!(id = job.id, error, "export job: its mail could not be sent");
+        }
+    })
+}
+
+/// Writes the job's file: `(its name, bytes, rows)`, or why not (the part file removed).
+fn write(
+    state: &AppState,
+    job: &ExportJob,
+    written: &std::sync::atomic::AtomicI64,
+) -> Result<(String, u64, u64), String> {
+    let exports = &state.exports;
+    let store = state.served().store;
+    if store.build_id() != job.build_id {
+        return Err("another dataset is served since the job was accepted".into());
+    }
+    let pairs: Vec<(String, String)> = match serde_json::from_str::<Value>(&job.filters) {
+        Ok(Value::Object(map)) => {
+            map.into_iter().map(|(k, v)| (k, v.as_str().unwrap_or_default().to_owned())).collect()
+        }
+        _ => return Err("the job's filters are not an object".into()),
+    };
+    let filters = params::search_filters(&Params::from_pairs(pairs), state.partners).map_err(|e| format!("{e:?}"))?;
+    let locale: Locale = job.locale.parse().map_err(|_| "the job's locale".to_owned())?;
+    let (_, extension, _) = FORMATS.iter().find(|(name, ..)| *name == job.format).ok_or("the job's format")?;
+    std::fs::create_dir_all(&exports.dir).map_err(|e| format!("{}: {e}", exports.dir.display()))?;
+    let name = format!("{}.{extension}", job.id);
+    let part = exports.dir.join(format!(".{name}.part"));
+    let rows = if store.is_duckdb() {
+        let format = match job.format.as_str() {
+            "parquet" => FileFormat::Parquet,
+            "jsonl" => FileFormat::Jsonl,
+            _ => FileFormat::Csv,
+        };
+        let spill = exports.dir.join(format!(".{}.spill", job.id));
+        let columns = csv_columns();
+        let export = SearchExport {
+            filters: &filters,
+            format,
+            locale,
+            columns: &columns,
+            path: &part,
+            build_id: &job.build_id,
+            memory_limit: exports.memory,
+            threads: exports.threads,
+            spill: &spill,
+        };
+        let progress = |rows: u64| written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
+        let rows = store.export_search(&export, &progress).map_err(|e| e.to_string());
+        let _ = std::fs::remove_dir_all(&spill);
+        rows
+    } else {
+        streamed(&store, &filters, locale, &job.format, &part, written)
+    };
+    let checked = rows.and_then(|rows| {
+        if rows as i64 == job.rows {
+            Ok(rows)
+        } else {
+            Err(format!("{rows} rows written where {} were counted", job.rows))
+        }
+    });
+    let rows = match checked {
+        Ok(rows) => rows,
+        Err(e) => {
+            let _ = std::fs::remove_file(&part);
+            return Err(e);
+        }
+    };
+    written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
+    let bytes = std::fs::metadata(&part).map(|m| m.len()).map_err(|e| e.to_string())?;
+    std::fs::rename(&part, exports.dir.join(&name)).map_err(|e| format!("renaming the file: {e}"))?;
+    Ok((name, bytes, rows))
+}
+
+/// A Postgres dataset's export, CSV or JSONL: the search's pages of 1,000 items, written as the
+/// people's export writes them (CSV) or one item a line; the rows written counted as they go.
+fn streamed(
+    store: &Store,
+    filters: &cnpj_store::SearchFilters,
+    locale: Locale,
+    format: &str,
+    part: &Path,
+    written: &std::sync::atomic::AtomicI64,
+) -> Result<u64, String> {
+    const PAGE: u64 = 1_000;
+    let file = std::fs::File::create(part).map_err(|e| format!("{}: {e}", part.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let io = |e: std::io::Error| e.to_string();
+    if format == "csv" {
+        out.write_all(cnpj_pages::csv_header(&csv_columns()).as_bytes()).map_err(io)?;
+    }
+    let mut rows = 0u64;
+    for page in 1.. {
+        let (_, found) = store.search(filters, page, PAGE, locale).map_err(|e| e.to_string())?;
+        for record in &found {
+            let item = record.search_item();
+            let line = if format == "csv" { cnpj_pages::csv_line(&item) } else { format!("{item}\n") };
+            out.write_all(line.as_bytes()).map_err(io)?;
+        }
+        rows += found.len() as u64;
+        written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
+        if (found.len() as u64) < PAGE {
+            break;
+        }
+    }
+    out.into_inner().map_err(|e| e.to_string())?.sync_all().map_err(io)?;
+    Ok(rows)
+}
