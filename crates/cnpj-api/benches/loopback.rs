@@ -759,7 +759,12 @@ fn main() {
         Ok("0") => return,
         Ok(only) if only.split(',').all(|s| ["partners", "analysts"].contains(&s)) => {
             if only.split(',').any(|s| s == "analysts") {
-                let sql = Server::spawn(&accounts, &dataset, &["--no-search-index", "--search-budget", "3600"]);
+                // Memory enough for SQL's semi-joins over the whole month (`simples`, at 1.0).
+                let sql = Server::spawn(
+                    &accounts,
+                    &dataset,
+                    &["--no-search-index", "--search-budget", "3600", "--memory-limit", "8GB"],
+                );
                 analysts::run(&db, &addr, &sql.addr, &get_at, query_seconds);
             }
             if only.split(',').any(|s| s == "partners") {

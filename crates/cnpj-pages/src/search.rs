@@ -233,7 +233,10 @@ fn choices(lang: Lang, options: impl IntoIterator<Item = (String, String)>, sele
 /// means any.
 fn several(options: impl IntoIterator<Item = (String, String)>, selected: &str) -> Vec<Choice> {
     let selected: Vec<&str> = selected.split(',').map(str::trim).collect();
-    options.into_iter().map(|(value, label)| Choice { selected: selected.contains(&value.as_str()), value, label }).collect()
+    options
+        .into_iter()
+        .map(|(value, label)| Choice { selected: selected.contains(&value.as_str()), value, label })
+        .collect()
 }
 
 /// The cities of the chosen states (a list): by name, and with their state when there are

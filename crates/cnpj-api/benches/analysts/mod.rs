@@ -32,7 +32,8 @@ fn filters(conn: &duckdb::Connection) -> Vec<(String, String)> {
     let top = |table: &str, column: &str, n: usize| values(conn, table, column, "DESC", n);
     let rare = |table: &str, column: &str, n: usize| values(conn, table, column, "ASC", n);
     let e = "estabelecimentos";
-    let big_partner = texts(conn, "SELECT partner_id FROM partner_identities ORDER BY companies DESC, partner_id LIMIT 1");
+    let big_partner =
+        texts(conn, "SELECT partner_id FROM partner_identities ORDER BY companies DESC, partner_id LIMIT 1");
     let small_partner = texts(
         conn,
         "SELECT partner_id FROM partner_identities WHERE companies = 1 ORDER BY partner_id LIMIT 1 OFFSET 1000",
@@ -95,10 +96,20 @@ fn suite(conn: &duckdb::Connection) -> Vec<(String, String)> {
         q("any_sector, capital 100k-1M", format!("any_sector={sector}&capital_from=100000&capital_to=1000000")),
         q("mei, phone, state", format!("mei=true&has_phone=true&state={uf}")),
         q("simples, head offices, since 2010", "simples=true&head_office=true&opening_date_from=2010-01-01".into()),
-        q("active, email, phone, capital ≥ 1M", format!("situacao_cadastral={status}&has_email=true&has_phone=true&capital_from=1000000")),
+        q(
+            "active, email, phone, capital ≥ 1M",
+            format!("situacao_cadastral={status}&has_email=true&has_phone=true&capital_from=1000000"),
+        ),
         q("branches in 2 states, not simples", format!("head_office=false&state={ufs}&simples=false")),
         q("any_sector + name", format!("any_sector={sector}&trading_name=comercio")),
         q("capital to 1000, mei, 2 states", format!("capital_to=1000&mei=true&state={ufs}")),
+        q("2 states, 2 statuses, head offices", format!("state={ufs}&situacao_cadastral=02,08&head_office=true")),
+        q(
+            "any_sector, email, phone, since 2015",
+            format!("any_sector={sector}&has_email=true&has_phone=true&opening_date_from=2015-01-01"),
+        ),
+        q("simples, capital 10k-100k, state", format!("simples=true&capital_from=10000&capital_to=100000&state={uf}")),
+        q("not mei, branches, capital ≥ 1M", "mei=false&head_office=false&capital_from=1000000".into()),
     ]);
     out
 }
@@ -123,7 +134,10 @@ pub(super) fn run(db: &Path, addr: &str, sql_addr: &str, get_at: &dyn Fn(&str, &
     let suite = suite(&conn);
     drop(conn);
     println!("\nanalysts' suite: {} queries, each alone for {seconds} s on search and on count (ms)", suite.len());
-    println!("{:<40} {:>10} {:>10} {:>10} {:>10} {:>10}", "query", "total", "search p50", "search p99", "count p50", "count p99");
+    println!(
+        "{:<40} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "query", "total", "search p50", "search p99", "count p50", "count p99"
+    );
     let (mut searches, mut counts) = (Vec::new(), Vec::new());
     for (label, query) in &suite {
         let search = format!("/api/v1/companies/search?{query}");
