@@ -101,9 +101,15 @@ impl Pg {
         let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
         match keep {
             Some(client) => pool.0.push(client),
-            None => pool.1 -= 1,
+            None => {
+                // A connection lost (a restart, an outage): the idle ones most likely went with it
+                // (each would fail one request before it is known), so they go too.
+                let idle = pool.0.len();
+                pool.0.clear();
+                pool.1 -= 1 + idle;
+            }
         }
-        self.freed.notify_one();
+        self.freed.notify_all();
         result
     }
 
