@@ -12,6 +12,7 @@ use roaring::{MultiOps, RoaringBitmap};
 
 use super::SearchIndexError;
 use super::format::{MAGIC, PARTNER_ID_BYTES, UPPER, decode_list, pack};
+use super::plan::Condition;
 use crate::lookup::varint;
 
 /// The keys of one posting table, `\n`-separated in one buffer (so that words can be searched
@@ -90,14 +91,14 @@ pub struct SearchIndex {
 /// Bitmaps of at least this many bytes are kept once read (about 1.5 % of the establishments).
 const CACHED_FROM: usize = 128 << 10;
 
-/// What the cache keeps: a big bitmap by its offset, or a term's set by its table and text.
+/// What the cache keeps: a big bitmap by its offset, or a costly condition's set.
 #[derive(PartialEq, Eq, Hash)]
 pub(super) enum Cached {
     Bitmap(u64),
-    Term(&'static str, String),
+    Condition(Condition),
 }
 
-/// Big bitmaps already read and costly terms' sets, up to `limit` bytes (past it the cache starts
+/// Big bitmaps already read and costly conditions' sets, up to `limit` bytes (past it the cache starts
 /// over).
 struct Cache {
     map: HashMap<Cached, Arc<RoaringBitmap>>,
@@ -268,6 +269,23 @@ impl SearchIndex {
 
     pub(super) fn position(&self, ordinal: u32) -> usize {
         (if ordinal >= UPPER { self.lower + u64::from(ordinal - UPPER) } else { u64::from(ordinal) }) as usize
+    }
+
+    /// Every ordinal, as full bitmap containers. Hand-made for speed: `insert_range` makes run
+    /// containers, from which taking the branches' 3.1 M scattered ordinals at 1.0 took 54 ms
+    /// (a microbenchmark of roaring 0.12); from full bitmap containers, 13 ms.
+    pub(super) fn every(&self) -> RoaringBitmap {
+        let full = |start: u32, len: u64| {
+            let whole = (len / 8) as usize;
+            let mut part = RoaringBitmap::from_lsb0_bytes(start, &vec![0xFF; whole]);
+            part.insert_range(start + (whole * 8) as u32..start + len as u32);
+            part
+        };
+        let mut out = full(0, self.lower);
+        if self.upper > 0 {
+            out |= full(UPPER, self.upper);
+        }
+        out
     }
 
     /// Ordinals of the positions `range`.
