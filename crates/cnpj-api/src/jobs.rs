@@ -172,9 +172,6 @@ pub async fn create(
     let params = Params::from_pairs(pairs.clone());
     let locale = params::locale(&params)?;
     let filters = params::search_filters(&params, state.partners)?;
-    if format == "parquet" && !store.is_duckdb() {
-        return Err(ApiError::invalid("format", "Parquet is written from a DuckDB dataset only: use csv or jsonl."));
-    }
     let too_broad = params::too_broad(&params);
     let build_id = store.build_id().to_owned();
     let rows = blocking(move || match store.search_count(&filters) {

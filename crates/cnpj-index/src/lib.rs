@@ -23,7 +23,7 @@ pub use history::{
     CHANGE_KEYS, COMPANY_FIELDS, Companies, HISTORY_DDL, SAME_BUILD, attach_history_sql, branch_key, cnpj_of,
     company_base, company_key, history_path,
 };
-pub use lookup::{Lookup, LookupError, LookupTable, Part, TextRow, lookup_path};
+pub use lookup::{Lookup, LookupError, LookupTable, Part, Reader, TextRow, lookup_path};
 pub use partners::{PARTNER_IDENTITY_CELLS, PARTNER_LINK_CELLS, PartnerFeed};
 pub use search::{
     Condition, Flag, Matches, PartnerConditions, SearchIndex, SearchIndexError, UPPER, search_index_path,

@@ -442,23 +442,14 @@ impl Lookup {
         self.tables[table as usize].rows
     }
 
+    /// A reader that keeps the last block it inflated of each table (see [`Reader`]).
+    pub fn reader(&self) -> Reader<'_> {
+        Reader { lookup: self, kept: Default::default() }
+    }
+
     /// The row of `key` in `table`.
     pub fn get(&self, table: LookupTable, key: &str) -> Result<Option<TextRow>, LookupError> {
-        let t = &self.tables[table as usize];
-        if key.len() != t.key_width {
-            return Ok(None);
-        }
-        let Some(i) = t.block_for(key.as_bytes()) else { return Ok(None) };
-        let mut found = None;
-        self.scan(t, i, |entry_key, value| match entry_key.cmp(key.as_bytes()) {
-            std::cmp::Ordering::Less => Ok(true),
-            std::cmp::Ordering::Equal => {
-                found = Some(value.to_vec());
-                Ok(false)
-            }
-            std::cmp::Ordering::Greater => Ok(false),
-        })?;
-        found.map(|v| row(&v).ok_or_else(|| self.corrupt("a row does not decode"))).transpose()
+        self.reader().get(table, key)
     }
 
     /// Every establishment of the company `basico`, in CNPJ order.
@@ -524,6 +515,24 @@ impl Lookup {
             }
         }
         Ok(())
+    }
+
+    /// The value of `key` in the inflated block `raw` of `table`, if there.
+    fn value_in<'r>(&self, table: &Table, raw: &'r [u8], key: &[u8]) -> Result<Option<&'r [u8]>, LookupError> {
+        let mut pos = 0;
+        while pos < raw.len() {
+            let entry = raw.get(pos..pos + table.key_width).ok_or_else(|| self.corrupt("a key is cut"))?;
+            pos += table.key_width;
+            let len = varint(raw, &mut pos).ok_or_else(|| self.corrupt("a length is cut"))? as usize;
+            let value = raw.get(pos..pos + len).ok_or_else(|| self.corrupt("a row is cut"))?;
+            pos += len;
+            match entry.cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Ok(Some(value)),
+                std::cmp::Ordering::Greater => return Ok(None),
+            }
+        }
+        Ok(None)
     }
 
     /// One block, read, checked and inflated (with the thread's inflater: making a zstd context
@@ -639,6 +648,41 @@ pub(crate) fn cells(bytes: &[u8]) -> Option<Vec<Option<&str>>> {
     Some(out)
 }
 
+/// Rows read one key after another, as an export reads the rows of a search in key order: the
+/// last block inflated of each table is kept, so that a block is inflated once however many of
+/// the keys asked it holds ([`Lookup::get`] inflates a block per key: three per establishment
+/// with its company and partners, most of an export's time).
+pub struct Reader<'a> {
+    lookup: &'a Lookup,
+    kept: [Option<(usize, Vec<u8>)>; LookupTable::ALL.len()],
+}
+
+impl<'a> Reader<'a> {
+    /// The file read.
+    pub fn lookup(&self) -> &'a Lookup {
+        self.lookup
+    }
+
+    /// The row of `key` in `table`, as [`Lookup::get`] reads it.
+    pub fn get(&mut self, table: LookupTable, key: &str) -> Result<Option<TextRow>, LookupError> {
+        let lookup = self.lookup;
+        let t = &lookup.tables[table as usize];
+        if key.len() != t.key_width {
+            return Ok(None);
+        }
+        let Some(i) = t.block_for(key.as_bytes()) else { return Ok(None) };
+        let kept = &mut self.kept[table as usize];
+        let raw = match kept {
+            Some((at, raw)) if *at == i => raw,
+            _ => &mut kept.insert((i, lookup.block(&t.blocks[i])?)).1,
+        };
+        match lookup.value_in(t, raw, key.as_bytes())? {
+            Some(value) => row(value).map(Some).ok_or_else(|| lookup.corrupt("a row does not decode")),
+            None => Ok(None),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -686,6 +730,17 @@ mod tests {
         for i in [0, 1, 777, 1_999] {
             let expected = vec![Some("company".to_owned()), Some("y".repeat(i % 200))];
             assert_eq!(lookup.get(LookupTable::Companies, &format!("{i:08}")).unwrap(), Some(expected));
+        }
+        // One reader for every key in order, a company's and an absent key's between: each row
+        // as `get` reads it, from blocks kept or not.
+        let mut reader = lookup.reader();
+        for (i, (key, cells)) in rows.iter().enumerate() {
+            let expected: TextRow = cells.iter().map(|c| c.map(str::to_owned)).collect();
+            assert_eq!(reader.get(LookupTable::Establishments, key).unwrap(), Some(expected), "{key}");
+            let company = format!("{:08}", i % 2_000);
+            assert_eq!(reader.get(LookupTable::Companies, &company).unwrap().unwrap()[0].as_deref(), Some("company"));
+            let absent = format!("{key}x");
+            assert_eq!(reader.get(LookupTable::Establishments, &absent[1..]).unwrap(), None, "{absent}");
         }
         assert_eq!(lookup.get(LookupTable::Companies, "00002000").unwrap(), None);
         assert_eq!(lookup.get(LookupTable::Partners, "00000001").unwrap(), None, "an empty table");

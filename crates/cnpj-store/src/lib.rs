@@ -25,7 +25,7 @@ use cnpj_model::{
 pub use backend::Source;
 use backend::{Backend, Dialect, TextRow};
 pub use changes::{Change, ChangeFilters, EVENTS, Following, Watched};
-use cnpj_index::{Lookup, LookupTable, SearchIndex};
+use cnpj_index::{Lookup, LookupTable, Reader, SearchIndex};
 pub use cnpj_index::{LookupError, SearchIndexError, history_path, lookup_path, search_index_path};
 pub use export::{
     Column, ExportError, ExportFormat, ExportOptions, ExportedFile, ExportedTable, MANIFEST_FILE, Manifest, export,
@@ -35,7 +35,7 @@ pub use partners::{
     PartnerFilters, PartnerItem, PartnerRecord,
 };
 pub use search::SearchFilters;
-pub use search_export::{FileFormat, SearchExport};
+pub use search_export::{ParquetJob, parquet_of_records};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -331,11 +331,6 @@ impl Store {
         self.lookup.is_some()
     }
 
-    /// Whether the dataset is a DuckDB file (its exports are written by DuckDB, `search_export`).
-    pub fn is_duckdb(&self) -> bool {
-        matches!(self.source, Source::DuckDb(_))
-    }
-
     /// Whether searches run on a search index rather than SQL.
     pub fn has_search_index(&self) -> bool {
         self.search.is_some()
@@ -345,7 +340,8 @@ impl Store {
     /// lookup file that fails (a damaged block) is logged and the records are read by SQL.
     fn find(&self, keys: &[Key<'_>], regime: bool) -> Result<Vec<Option<Found>>, StoreError> {
         if let Some(lookup) = &self.lookup {
-            match keys.iter().map(|k| Self::find_in(lookup, *k, regime)).collect() {
+            let mut reader = lookup.reader();
+            match keys.iter().map(|k| Self::find_in(&mut reader, *k, regime)).collect() {
                 Ok(found) => return Ok(found),
                 Err(error) => tracing::error!(%error, "the lookup file failed: reading the records by SQL"),
             }
@@ -353,7 +349,7 @@ impl Store {
         self.find_by_sql(keys, regime)
     }
 
-    fn find_in(lookup: &Lookup, key: Key<'_>, regime: bool) -> Result<Option<Found>, LookupError> {
+    fn find_in(lookup: &mut Reader<'_>, key: Key<'_>, regime: bool) -> Result<Option<Found>, LookupError> {
         let mut detail = match key {
             Key::Cnpj(cnpj) => match lookup.get(LookupTable::Establishments, cnpj)? {
                 Some(e) => e,
@@ -361,7 +357,7 @@ impl Store {
             },
             // The head office: the first establishment marked as such, else the first.
             Key::Basico(basico) => {
-                let mut all = lookup.establishments_of(basico)?;
+                let mut all = lookup.lookup().establishments_of(basico)?;
                 match all.iter().position(|e| opt(e, 16).as_deref() == Some("1")) {
                     Some(head) => all.swap_remove(head),
                     None if all.is_empty() => return Ok(None),

@@ -429,7 +429,12 @@ impl SearchIndex {
     /// [`Matches::len`]).
     pub fn cnpjs(&self, matches: &Matches, total: u64, offset: u64, limit: u64) -> Vec<String> {
         let page = matches.page(total, offset, limit);
-        page.into_iter().map(|ordinal| unpack(self.packed_at(self.position(ordinal)))).collect()
+        page.into_iter().map(|ordinal| self.cnpj_of(ordinal)).collect()
+    }
+
+    /// The CNPJ of the establishment `ordinal` (one of [`Matches::ordinals`]).
+    pub fn cnpj_of(&self, ordinal: u32) -> String {
+        unpack(self.packed_at(self.position(ordinal)))
     }
 }
 
