@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::changes::{build_month, serve};
 use super::company_pages::{PASSWORD, person, rewrite_member};
+use super::export_jobs::items;
 use super::{Server, get, post};
 use crate::browser::{self, Driver, element};
 
@@ -346,15 +347,7 @@ async fn export_the_whole_result_as_a_job(
     shots.take(client, "export-job", "h1").await;
     download.click().await.unwrap();
     let csv = downloaded(downloads, &format!("cnpj-export-{id}.csv")).await;
-    let mut items = Vec::new();
-    for page in 1.. {
-        let reply = get(s, &format!("/api/v1/companies/search?{query}&locale=pt-br&per_page=50&page={page}"), scout);
-        let data = reply.body["data"].as_array().unwrap().clone();
-        items.extend(data.iter().cloned());
-        if data.len() < 50 {
-            break;
-        }
-    }
+    let items = items(s, scout, &format!("{query}&locale=pt-br"));
     assert_eq!(items.len() as u64, total);
     let columns = cnpj_pages::csv_columns(&items[0]);
     assert!(columns.starts_with(&["id".into(), "cnpj".into(), "razao_social".into()]), "{columns:?}");
