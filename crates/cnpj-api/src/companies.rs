@@ -12,7 +12,6 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use cnpj_model::{BatchRecord, CnpjQuery, Locale};
@@ -96,13 +95,7 @@ async fn batch_route(
     params: Params,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
-        } else {
-            ApiError::invalid("body", e.body_text())
-        }
-    })?;
+    let body = body.map_err(ApiError::body_refused)?;
     batch(&state, &caller, store, &params, &body).await.map(Json)
 }
 

@@ -2,6 +2,7 @@
 //! with `errors: {param: [msg]}` on 400.
 
 use axum::Json;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
@@ -44,6 +45,16 @@ impl ApiError {
         let mut errors = Map::new();
         errors.insert(param.to_owned(), json!([message.into()]));
         ApiError::BadRequest(errors)
+    }
+
+    /// A JSON body that could not be read (batch, export jobs, watchlists): a 413 when it is too
+    /// large, else a 400 naming `body`.
+    pub fn body_refused(rejection: BytesRejection) -> ApiError {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::invalid("body", rejection.body_text())
+        }
     }
 
     /// The status and message of the error table.

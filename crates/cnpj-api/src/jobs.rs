@@ -49,13 +49,7 @@ async fn create_route(
     Extension(Served { store, .. }): Extension<Served>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
-        } else {
-            ApiError::invalid("body", e.body_text())
-        }
-    })?;
+    let body = body.map_err(ApiError::body_refused)?;
     let (pairs, format) = request(&body)?;
     let answer = create(&state, &caller, store, pairs, format).await?;
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())

@@ -61,13 +61,7 @@ fn list_id(raw: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
 
 /// A request body as JSON of `T` (unknown properties refused), else a 400 naming the body.
 fn body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let bytes = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
-        } else {
-            ApiError::invalid("body", e.body_text())
-        }
-    })?;
+    let bytes = body.map_err(ApiError::body_refused)?;
     serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::invalid("body", format!("The body is not as documented: {e}.")))
 }

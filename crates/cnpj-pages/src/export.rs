@@ -40,17 +40,55 @@ pub(crate) struct ExportPage {
 /// all of them (up to `MAX_ROWS`) when not given, else plain digits from 1 to `MAX_ROWS`
 /// (`None`: anything else).
 fn asked(fields: &Fields) -> (Pairs, Option<u64>) {
-    let code = chosen_code(fields);
-    let activity = if code.is_empty() { Activity::Any } else { Activity::Code(code) };
     let written = fields.get("rows").unwrap_or("").trim();
     let rows = match written.parse::<u64>() {
         _ if written.is_empty() => Some(MAX_ROWS),
         Ok(n) if (1..=MAX_ROWS).contains(&n) && written.bytes().all(|b| b.is_ascii_digit()) => Some(n),
         _ => None,
     };
+    (search_filters(fields), rows)
+}
+
+/// The search's filters as its links carry them (the activity by its code), as both exports ask
+/// them (this one and a whole result's job, `crate::jobs`).
+pub(crate) fn search_filters(fields: &Fields) -> Pairs {
+    let code = chosen_code(fields);
+    let activity = if code.is_empty() { Activity::Any } else { Activity::Code(code) };
     let mut pairs = filters(fields, &activity);
     pairs.retain(|(_, value)| value.chars().count() <= MAX_FIELD);
-    (pairs, rows)
+    pairs
+}
+
+/// Why a cost page cannot show a cost: filters that are not valid (labelled in the page's
+/// language, shown by the page itself as a 400), or another refusal's page.
+pub(crate) enum Unpriced {
+    Invalid(Vec<(String, String)>),
+    Page(Response),
+}
+
+/// What both cost pages (this one and a whole result's job, `crate::jobs`) show beside the
+/// registry's answer: the person's balance (their plan's allowance left and their credits).
+pub(crate) async fn with_balance<T>(
+    pages: &Pages,
+    visit: &Visit,
+    person: i64,
+    answer: Result<T, Refusal>,
+) -> Result<(T, i64), Unpriced> {
+    let found = match answer {
+        Ok(found) => found,
+        Err(Refusal::Invalid(invalid)) => {
+            let lang = visit.lang;
+            return Err(Unpriced::Invalid(
+                invalid.into_iter().map(|(param, message)| (label_of(lang, &param), message)).collect(),
+            ));
+        }
+        Err(refusal) => return Err(Unpriced::Page(visit.refused(&refusal))),
+    };
+    let read = blocking(pages, move |a| Ok(a.person(person)?.map(|p| a.allowance_left(&p) + p.credits))).await;
+    match read {
+        Ok(balance) => Ok((found, balance.unwrap_or(0))),
+        Err(e) => Err(Unpriced::Page(e.into_response())),
+    }
 }
 
 /// The field of the rows asked, as a refusal names it.
@@ -84,18 +122,14 @@ pub(crate) async fn confirm(State(pages): State<Pages>, visit: Visit, RawQuery(r
         page.invalid = vec![(rows_label(lang), String::new())];
         return visit.render(StatusCode::BAD_REQUEST, &page);
     };
-    let cost = match registry.export_cost(&session.person, params, rows).await {
-        Ok(cost) => cost,
-        Err(Refusal::Invalid(invalid)) => {
-            page.invalid = invalid.into_iter().map(|(param, message)| (label_of(lang, &param), message)).collect();
+    let answer = registry.export_cost(&session.person, params, rows).await;
+    let (cost, balance) = match with_balance(&pages, &visit, session.person.id, answer).await {
+        Ok(priced) => priced,
+        Err(Unpriced::Invalid(invalid)) => {
+            page.invalid = invalid;
             return visit.render(StatusCode::BAD_REQUEST, &page);
         }
-        Err(refusal) => return visit.refused(&refusal),
-    };
-    let id = session.person.id;
-    let balance = match blocking(&pages, move |a| Ok(a.person(id)?.map(|p| a.allowance_left(&p) + p.credits))).await {
-        Ok(balance) => balance.unwrap_or(0),
-        Err(e) => return e.into_response(),
+        Err(Unpriced::Page(response)) => return response,
     };
     page.total = show::count(lang, cost.total);
     page.rows = cost.rows;
@@ -130,12 +164,17 @@ pub(crate) async fn run(State(pages): State<Pages>, visit: Visit, body: Bytes) -
             csv(&items),
         )
             .into_response(),
-        Err(Refusal::Invalid(invalid)) => {
-            let message = invalid.into_iter().map(|(_, m)| m).collect::<Vec<_>>().join(" ");
-            visit.message(StatusCode::BAD_REQUEST, "export", &message, true, Some(("/search", "search_companies")))
-        }
-        Err(refusal) => visit.refused(&refusal),
+        Err(refusal) => form_refused(&visit, "export", &refusal),
     }
+}
+
+/// A confirmed export's form refused (this one's and a whole result's job, `crate::jobs`): the
+/// filters' messages on a page titled `title_key`, with the way back to the search; any other
+/// refusal's own page.
+pub(crate) fn form_refused(visit: &Visit, title_key: &str, refusal: &Refusal) -> Response {
+    let Refusal::Invalid(invalid) = refusal else { return visit.refused(refusal) };
+    let message = invalid.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>().join(" ");
+    visit.message(StatusCode::BAD_REQUEST, title_key, &message, true, Some(("/search", "search_companies")))
 }
 
 /// An item's fields as (column, cell): nested objects flattened (`endereco.uf`), lists as JSON.

@@ -784,6 +784,10 @@ const COMPANY_TEXTS: &[(&str, [&str; 3])] = &[
     ),
     ("go_on", ["Continuar e abrir", "Go on and open it", "Continuar y abrirla"]),
     ("confirm_export", ["Confirmar e baixar", "Confirm and download", "Confirmar y descargar"]),
+    (
+        "confirm_export_job",
+        ["Confirmar e preparar o arquivo", "Confirm and prepare the file", "Confirmar y preparar el archivo"],
+    ),
     ("nothing_to_export", ["Nada a exportar.", "Nothing to export.", "Nada que exportar."]),
     ("back_to_search", ["Voltar à busca", "Back to the search", "Volver a la búsqueda"]),
     (

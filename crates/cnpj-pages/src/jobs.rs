@@ -10,12 +10,13 @@ use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::Value;
 
-use crate::registry::{Pairs, Refusal};
-use crate::search::{Activity, MAX_FIELD, chosen_code, filters, label_of, query};
-use crate::{Common, Fields, Pages, Visit, blocking, see_other, show};
+use crate::export::{Unpriced, form_refused, search_filters, with_balance};
+use crate::registry::Pairs;
+use crate::search::query;
+use crate::{Common, Fields, Pages, Visit, see_other, show};
 
 /// Seconds between two refreshes of a job's page while it waits or runs.
 const REFRESH: u32 = 3;
@@ -51,22 +52,13 @@ pub(crate) struct JobPage {
     pub working: bool,
 }
 
-/// The search's filters as its links carry them (the activity by its code).
-fn asked(fields: &Fields) -> Pairs {
-    let code = chosen_code(fields);
-    let activity = if code.is_empty() { Activity::Any } else { Activity::Code(code) };
-    let mut pairs = filters(fields, &activity);
-    pairs.retain(|(_, value)| value.chars().count() <= MAX_FIELD);
-    pairs
-}
-
 /// GET /search/exports: the rows of the whole result, their cost, and the form that confirms it.
 pub(crate) async fn confirm(State(pages): State<Pages>, visit: Visit, RawQuery(raw): RawQuery) -> Response {
     let (Some((_, session)), Some(registry)) = (visit.session.as_ref(), pages.registry.as_deref()) else {
         return see_other("/login");
     };
     let lang = visit.lang;
-    let filters = asked(&Fields::parse(raw.as_deref().unwrap_or("").as_bytes()));
+    let filters = search_filters(&Fields::parse(raw.as_deref().unwrap_or("").as_bytes()));
     let mut page = ConfirmPage {
         common: visit.common("export_all"),
         back: format!("/search?{}", query(&filters)),
@@ -78,18 +70,14 @@ pub(crate) async fn confirm(State(pages): State<Pages>, visit: Visit, RawQuery(r
         empty: false,
         invalid: Vec::new(),
     };
-    let rows = match registry.count(&session.person, filters).await {
-        Ok(rows) => rows,
-        Err(Refusal::Invalid(invalid)) => {
-            page.invalid = invalid.into_iter().map(|(param, message)| (label_of(lang, &param), message)).collect();
+    let answer = registry.count(&session.person, filters).await;
+    let (rows, balance) = match with_balance(&pages, &visit, session.person.id, answer).await {
+        Ok(priced) => priced,
+        Err(Unpriced::Invalid(invalid)) => {
+            page.invalid = invalid;
             return visit.render(StatusCode::BAD_REQUEST, &page);
         }
-        Err(refusal) => return visit.refused(&refusal),
-    };
-    let id = session.person.id;
-    let balance = match blocking(&pages, move |a| Ok(a.person(id)?.map(|p| a.allowance_left(&p) + p.credits))).await {
-        Ok(balance) => balance.unwrap_or(0),
-        Err(e) => return e.into_response(),
+        Err(Unpriced::Page(response)) => return response,
     };
     page.rows = show::count(lang, rows);
     page.credits = show::count(lang, rows);
@@ -108,16 +96,12 @@ pub(crate) async fn create(State(pages): State<Pages>, visit: Visit, body: Bytes
     if !visit.post_allowed(form.get("csrf_token"), true) {
         return visit.forbidden();
     }
-    let mut params = asked(&form);
+    let mut params = search_filters(&form);
     params.push(("locale".to_owned(), visit.lang.locale().code().to_owned()));
     let format = form.get("format").unwrap_or("csv").to_owned();
     match registry.create_export_job(&session.person, params, format).await {
         Ok(body) => see_other(&format!("/search/exports/{}", body["data"]["id"].as_str().unwrap_or_default())),
-        Err(Refusal::Invalid(invalid)) => {
-            let message = invalid.into_iter().map(|(_, m)| m).collect::<Vec<_>>().join(" ");
-            visit.message(StatusCode::BAD_REQUEST, "export_all", &message, true, Some(("/search", "search_companies")))
-        }
-        Err(refusal) => visit.refused(&refusal),
+        Err(refusal) => form_refused(&visit, "export_all", &refusal),
     }
 }
 

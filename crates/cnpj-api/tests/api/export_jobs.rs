@@ -58,11 +58,11 @@ fn exported(s: &Server, token: &str, filters: Value, format: &str) -> (Value, Ve
     (job, file.raw)
 }
 
-/// Every item of a search, all its pages.
-fn items(s: &Server, token: &str, query: &str) -> Vec<Value> {
+/// Every item of a search (`query`, its locale among its parameters), all its pages.
+pub(super) fn items(s: &Server, token: &str, query: &str) -> Vec<Value> {
     let mut out = Vec::new();
     for page in 1.. {
-        let r = get(s, &format!("/api/v1/companies/search?{query}&locale=en&per_page=50&page={page}"), token);
+        let r = get(s, &format!("/api/v1/companies/search?{query}&per_page=50&page={page}"), token);
         let data = r.body["data"].as_array().unwrap().clone();
         out.extend(data.iter().cloned());
         if data.len() < 50 {
@@ -142,7 +142,7 @@ fn jobs_hold_credits_answer_their_owner_and_write_the_search() {
     assert_eq!(file.header("content-type"), Some("text/csv; charset=utf-8"));
     assert_eq!(s.credits("ana"), (89, 11), "charged once, reading is free");
     // The people's export's CSV of the same items, byte for byte.
-    let all = items(&s, &ana, "");
+    let all = items(&s, &ana, "locale=en");
     let columns = cnpj_pages::csv_columns(&all[0]);
     let expected: String = cnpj_pages::csv_header(&columns) + &all.iter().map(cnpj_pages::csv_line).collect::<String>();
     assert_eq!(String::from_utf8(file.raw).unwrap(), expected);
@@ -159,7 +159,7 @@ fn jsonl_and_parquet_files() {
     let (job, jsonl) = exported(&s, &token, json!({"state": "SP"}), "jsonl");
     let lines: Vec<Value> =
         String::from_utf8(jsonl).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines, items(&s, &token, "state=SP"), "the API's items");
+    assert_eq!(lines, items(&s, &token, "state=SP&locale=en"), "the API's items");
     assert_eq!(job["rows"].as_u64(), Some(lines.len() as u64));
 
     let (job, parquet) = exported(&s, &token, json!({}), "parquet");
@@ -168,7 +168,7 @@ fn jsonl_and_parquet_files() {
     let out = Command::new(python()).args(["-c", READER, path.to_str().unwrap()]).output().unwrap();
     assert!(out.status.success(), "the reader failed: {}", String::from_utf8_lossy(&out.stderr));
     let read: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let cnpjs: Vec<Value> = items(&s, &token, "").iter().map(|i| i["cnpj"].clone()).collect();
+    let cnpjs: Vec<Value> = items(&s, &token, "locale=en").iter().map(|i| i["cnpj"].clone()).collect();
     assert_eq!(job["rows"].as_u64(), Some(cnpjs.len() as u64));
     assert_eq!((&read["pandas_cnpj"], &read["duckdb_cnpj"]), (&json!(cnpjs), &json!(cnpjs)));
     assert_eq!(read["arrow"]["data_inicio_atividades"], "date32[day]");

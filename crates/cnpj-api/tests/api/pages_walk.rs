@@ -2,9 +2,11 @@
 //! an evolved synthetic month: a person logs in, searches by state, words of an activity and
 //! status, pages to the third page, opens a company and reads its partners and its history,
 //! opens its partner network (the picture that fits the window) and a partner's page from it,
-//! exports 500 rows and reads the CSV back; the credits moved as the API charges the same
+//! exports 500 rows and reads the CSV back, then exports the whole result of the search as a job
+//! (the search page's offer, its cost confirmed, the job's page refreshing itself until its link
+//! to the file, the file downloaded and read back); the credits moved as the API charges the same
 //! requests (made by another user with a token). Screenshots of the search, results, company,
-//! network and partner pages at 360 and 1,440 pixels wide go to
+//! network, partner and both export job pages at 360 and 1,440 pixels wide go to
 //! `$CARGO_TARGET_TMPDIR/pages-walk`; at 360 no page is wider than the screen.
 
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::changes::{build_month, serve};
 use super::company_pages::{PASSWORD, person, rewrite_member};
+use super::export_jobs::items;
 use super::{Server, get, post};
 use crate::browser::{self, Driver, element};
 
@@ -82,7 +85,10 @@ fn evolved_server() -> Server {
     let (old, new) = (dir.path().join("2026-11.duckdb"), dir.path().join("2026-12.duckdb"));
     build_month(&first, &old, None);
     build_month(&second, &new, Some(&old));
-    serve(dir, new, &["--insecure-cookies", "--rate-limit", "100000"])
+    // Export jobs written in the test's folder, looked for every second.
+    let exports = dir.path().join("exports").to_str().unwrap().to_owned();
+    let args = ["--insecure-cookies", "--rate-limit", "100000", "--export-dir", &exports, "--export-interval", "1"];
+    serve(dir, new, &args)
 }
 
 /// A headless Chromium session that downloads into `downloads`, `WIDTHS[1]` wide.
@@ -152,15 +158,16 @@ fn a_person_searches_reads_a_company_and_exports_in_chromium() {
         let company = page_to_the_third_and_open_a_company(&client, &s, &scout, &query, &shots).await;
         let partner = its_network_and_a_partner(&client, &s, &scout, &company, &shots).await;
         let exported = export_500(&client, &base, downloads.path()).await;
+        let job = export_the_whole_result_as_a_job(&client, &s, &scout, &query, downloads.path(), &shots).await;
         let session = client.session_id().await.unwrap().unwrap();
         let log = driver.browser_log(&session);
         let problems: Vec<&Value> = log.as_array().unwrap().iter().filter(|e| e["level"] == "SEVERE").collect();
         assert!(problems.is_empty(), "the browser logged: {problems:#?}");
         client.close().await.unwrap();
-        (query, company, partner, exported)
+        (query, company, partner, exported, job)
     });
-    let (query, company, partner, exported) = walked;
-    the_api_charges_the_same(&s, [&twin, &scout], &query, [&company, &partner], &exported);
+    let (query, company, partner, exported, job) = walked;
+    the_api_charges_the_same(&s, [&twin, &scout], &query, [&company, &partner], &exported, job);
     println!("screenshots in {}", shots.dir.display());
 }
 
@@ -289,7 +296,13 @@ async fn export_500(client: &Client, base: &str, downloads: &Path) -> Vec<String
     let wait = client.wait().at_most(Duration::from_secs(30));
     wait.for_element(Locator::XPath("//dd[@id='export-credits'][text()='500']")).await.unwrap();
     element(client, "#confirm-export").await.click().await.unwrap();
-    let file = downloads.join("cnpj-search.csv");
+    let csv = downloaded(downloads, "cnpj-search.csv").await;
+    csv.split("\r\n").filter(|l| !l.is_empty()).map(str::to_owned).collect()
+}
+
+/// The file `name` Chromium downloaded into `downloads`, once written whole (UTF-8).
+async fn downloaded(downloads: &Path, name: &str) -> String {
+    let file = downloads.join(name);
     let deadline = Instant::now() + Duration::from_secs(60);
     // Chrome reserves the name with an empty file, writes a `.crdownload`, then renames it.
     let partial = |dir: &Path| {
@@ -299,8 +312,51 @@ async fn export_500(client: &Client, base: &str, downloads: &Path) -> Vec<String
         assert!(Instant::now() < deadline, "no download in {}", downloads.display());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let csv = std::fs::read_to_string(&file).expect("the CSV is UTF-8");
-    csv.split("\r\n").filter(|l| !l.is_empty()).map(str::to_owned).collect()
+    std::fs::read_to_string(&file).expect("the CSV is UTF-8")
+}
+
+/// The walk's search (its `query`) again, its whole result exported as a job: the search page's
+/// link names its rows and credits, the confirmation page the same and the balance; confirmed
+/// (CSV), the job's page refreshes itself until the file is written, then links to it; the file
+/// Chromium downloads is the people's export's CSV of the search's items, in order. Screenshots
+/// of both pages. Returns the rows (the credits held).
+async fn export_the_whole_result_as_a_job(
+    client: &Client,
+    s: &Server,
+    scout: &str,
+    query: &str,
+    downloads: &Path,
+    shots: &Shots,
+) -> u64 {
+    let total = get(s, &format!("/api/v1/companies/count?{query}"), scout).body["total"].as_u64().unwrap();
+    client.goto(&format!("http://{}/search?{query}&go=1", s.addr)).await.unwrap();
+    let link = element(client, "#export-all").await;
+    assert_eq!(link.text().await.unwrap(), format!("Exportar todas as {total} linhas ({total} créditos)"));
+    link.click().await.unwrap();
+    element(client, "#confirm-export-job").await;
+    assert_eq!(texts(client, "#export-job-cost dd").await[..2], [total.to_string(), total.to_string()]);
+    shots.take(client, "export-job-confirm", "h1").await;
+    element(client, "#confirm-export-job").await.click().await.unwrap();
+    // Its page reloads itself (`Refresh: 3`) until the job is done: the download link then.
+    let wait = client.wait().at_most(Duration::from_secs(60));
+    let download = wait.for_element(Locator::Css("#job-download")).await.expect("the job's file within a minute");
+    let url = client.current_url().await.unwrap();
+    let id = url.path().strip_prefix("/search/exports/").expect("the job's page").to_owned();
+    assert_eq!(texts(client, "#job-status").await, ["Pronta"]);
+    assert_eq!(texts(client, "#job-written").await, [total.to_string()]);
+    shots.take(client, "export-job", "h1").await;
+    download.click().await.unwrap();
+    let csv = downloaded(downloads, &format!("cnpj-export-{id}.csv")).await;
+    let items = items(s, scout, &format!("{query}&locale=pt-br"));
+    assert_eq!(items.len() as u64, total);
+    let columns = cnpj_pages::csv_columns(&items[0]);
+    assert!(columns.starts_with(&["id".into(), "cnpj".into(), "razao_social".into()]), "{columns:?}");
+    let mut lines = csv.split_inclusive("\r\n");
+    assert_eq!(lines.next(), Some(cnpj_pages::csv_header(&columns).as_str()), "the CSV's header");
+    let rows: Vec<&str> = lines.collect();
+    let expected: Vec<String> = items.iter().map(cnpj_pages::csv_line).collect();
+    assert_eq!(rows, expected, "the CSV's rows are the search's items, in order");
+    total
 }
 
 /// The same requests by token: the walker's credits moved as the twin's did, and the CSV's rows
@@ -311,6 +367,7 @@ fn the_api_charges_the_same(
     query: &str,
     [company, partner]: [&str; 2],
     exported: &[String],
+    job: u64,
 ) {
     for page in 1..=3 {
         assert_eq!(get(s, &format!("/api/v1/companies/search?{query}&page={page}"), twin).status, 200);
@@ -332,6 +389,11 @@ fn the_api_charges_the_same(
     assert!(exported[0].starts_with("id,cnpj,razao_social,"), "{}", exported[0]);
     let rows: Vec<&str> = exported[1..].iter().map(|l| l.split(',').next().unwrap()).collect();
     assert_eq!(rows, items, "the CSV's rows are the search's, in order");
+    // The whole result as a job: its search again, then the job's credits held.
+    assert_eq!(get(s, &format!("/api/v1/companies/search?{query}"), twin).status, 200);
+    let filters = json!({"state": ["RJ", "SP"], "situacao_cadastral": "02", "business_sector": ACTIVITY});
+    let accepted = post(s, "/api/v1/exports", twin, &json!({"filters": filters, "format": "csv"}));
+    assert_eq!((accepted.status, accepted.body["data"]["credits"].as_u64()), (202, Some(job)), "{}", accepted.body);
     assert_eq!(s.credits("rui").1, s.credits("twin").1, "the pages charged what the API charged");
-    assert_eq!(s.credits("rui").1, 3 + 1 + 1 + 1 + 1 + 500);
+    assert_eq!(s.credits("rui").1, 3 + 1 + 1 + 1 + 1 + 500 + 1 + job as i64);
 }
