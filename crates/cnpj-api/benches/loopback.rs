@@ -21,7 +21,9 @@
 //! partners suite (`partners`; `CNPJ_BENCH_PARTNERS=0` skips it): 210 names cut mid-word, alone
 //! and with a type or a state, totals checked against SQL; partners' pages; networks. The analysts'
 //! suite (`analysts`; with the SQL baseline): §15's filters alone and combined, on search and
-//! on count, totals checked against the server searching by SQL.
+//! on count, totals checked against the server searching by SQL. The export jobs' suite
+//! (`exports`, `benches/exports`): a search of about a million rows as CSV, Parquet and JSON
+//! Lines, rows a second and memory, alone and beside paced detail lookups (their p99).
 //!
 //! Run: `cargo bench -p cnpj-api` (options by env: `CNPJ_BENCH_SECONDS` (default 10),
 //! `CNPJ_BENCH_CONNECTIONS` (default 8), `CNPJ_BENCH_DB` (a built dataset), `CNPJ_BENCH_CNPJS`
@@ -31,7 +33,7 @@
 //! default 2), `CNPJ_BENCH_BASELINE` (`0`: no baseline), `CNPJ_BENCH_BASELINE_API` and
 //! `CNPJ_BENCH_BASELINE_DB` (the baseline is then another `cnpj-api` binary, e.g. today's main
 //! built apart, serving its own build of the same month, instead of this server searching by SQL
-//! with an unbounded `--search-budget`), `CNPJ_BENCH_SUITES` (`0`: the scenarios only; `partners`, `analysts` or both, comma-separated:
+//! with an unbounded `--search-budget`), `CNPJ_BENCH_SUITES` (`0`: the scenarios only; `partners`, `analysts`, `exports`, comma-separated:
 //! the scenarios and those suites alone)).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -42,6 +44,7 @@ use std::time::{Duration, Instant};
 
 mod analysts;
 mod common;
+mod exports;
 mod partners;
 
 use common::env_or;
@@ -704,7 +707,19 @@ fn main() {
         format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n").into_bytes()
     };
     let get = |path: &str| get_at(&addr, path);
-    let detail: Vec<Vec<u8>> = cnpjs.iter().map(|c| get(&format!("/api/v1/companies/{c}"))).collect();
+    let detail_at =
+        |a: &str| -> Vec<Vec<u8>> { cnpjs.iter().map(|c| get_at(a, &format!("/api/v1/companies/{c}"))).collect() };
+    let detail = detail_at(&addr);
+    let export_suite = || {
+        let setup = exports::Setup {
+            accounts: &accounts,
+            dataset: &dataset,
+            token: &token,
+            detail_at: &detail_at,
+            dir: dir.path(),
+        };
+        exports::run(&setup);
+    };
     let search: Vec<Vec<u8>> =
         ["state=SP", "zip_code=01310", "trading_name=exemplo", "situacao_cadastral=02&per_page=50"]
             .iter()
@@ -757,7 +772,7 @@ fn main() {
     }
     match std::env::var("CNPJ_BENCH_SUITES").as_deref() {
         Ok("0") => return,
-        Ok(only) if only.split(',').all(|s| ["partners", "analysts"].contains(&s)) => {
+        Ok(only) if only.split(',').all(|s| ["partners", "analysts", "exports"].contains(&s)) => {
             if only.split(',').any(|s| s == "analysts") {
                 // Memory enough for SQL's semi-joins over the whole month (`simples`, at 1.0).
                 let sql = Server::spawn(
@@ -769,6 +784,9 @@ fn main() {
             }
             if only.split(',').any(|s| s == "partners") {
                 partners::run(&db, &addr, &get_at, query_seconds);
+            }
+            if only.split(',').any(|s| s == "exports") {
+                export_suite();
             }
             println!(
                 "server memory after the suites: peak RSS {:.0} MB, anonymous {:.0} MB",
@@ -832,6 +850,7 @@ fn main() {
     if let (Some(s), None) = (&sql_server, &other) {
         analysts::run(&db, &addr, &s.addr, &get_at, query_seconds);
     }
+    export_suite();
     println!(
         "server memory after the suites: peak RSS {:.0} MB, anonymous {:.0} MB (with the index)",
         server.peak_rss_mb(),

@@ -28,9 +28,6 @@ pub struct Exports {
     pub interval: Duration,
     /// Jobs run at once by this process (0: it runs none, its replicas do).
     pub workers: usize,
-    /// DuckDB's memory and threads for each job.
-    pub memory: u64,
-    pub threads: usize,
     /// Woken when a job is accepted here.
     pub wake: tokio::sync::Notify,
     /// This process's name in leases.
@@ -50,8 +47,6 @@ impl Exports {
             lease,
             interval,
             workers,
-            memory: 256 << 20,
-            threads: 2,
             wake: tokio::sync::Notify::new(),
             owner,
             running: Mutex::default(),

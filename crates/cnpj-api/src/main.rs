@@ -202,9 +202,6 @@ struct ServeArgs {
     /// run one at a time over all replicas, the others wait, queued.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=16))]
     export_jobs: u32,
-    /// The memory each export job's DuckDB may use (it spills to --export-dir past it).
-    #[arg(long, default_value = "256MiB", value_parser = cnpj_model::parse_size)]
-    export_memory: u64,
     /// Seconds a replica holds the job it runs without renewing it (renewed every third of it): a
     /// job whose process died runs again, elsewhere or after a restart, once this ran out.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(3..))]
@@ -479,15 +476,13 @@ fn search_index(args: &ServeArgs) -> SearchIndexFile {
 
 /// The export jobs' settings.
 fn exports(args: &ServeArgs) -> exporting::Exports {
-    let mut exports = exporting::Exports::new(
+    exporting::Exports::new(
         args.export_dir.clone(),
         args.export_ttl,
         Duration::from_secs(args.export_lease),
         Duration::from_secs(args.export_interval),
         args.export_jobs as usize,
-    );
-    exports.memory = args.export_memory;
-    exports
+    )
 }
 
 /// Where webhooks may lead (for the API's routes and the pages alike).

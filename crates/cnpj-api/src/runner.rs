@@ -1,15 +1,15 @@
 //! The export jobs' runner, a task of the API process (every replica runs one): each tick (every
 //! `interval`, or at once when a job was accepted here) expired files are deleted (their jobs
 //! marked `expired`), then, while fewer than `workers` jobs run here, the next job is claimed
-//! under a lease (`cnpj_accounts`: one user's jobs one at a time, over all replicas) and run on a
-//! thread of its own, so that an export never takes the API's threads; a second thread renews the
-//! lease (with the rows written) until the job ends. A job writes `.<id>.<ext>.part` in the export
-//! folder (shared by replicas), renamed to `<id>.<ext>` once whole: the search's records in CNPJ
-//! order (`Store::each_match`) written as CSV or JSON Lines here, or as Parquet by DuckDB's writer
-//! from their JSON Lines (`cnpj_store::parquet_of_records`), on any dataset.
-//! Its rows are checked against those counted when it was accepted; any failure fails the job and
-//! gives its credits back (once). A process that dies leaves its job to the next claim once the
-//! lease ran out: the job runs again, charged once.
+//! under a lease (`cnpj_accounts`: one user's jobs one at a time, over all replicas) and run on
+//! threads of its own, niced so that an export never takes the API's cores from its requests: one
+//! reads the search's records in CNPJ order (`Store::each_match`), the other writes them (CSV and
+//! JSON Lines here, Parquet by `cnpj_store::ParquetWriter`), a bounded queue between them; a third
+//! renews the lease (with the rows written) until the job ends. A job writes `.<id>.<ext>.part`
+//! in the export folder (shared by replicas), renamed to `<id>.<ext>` once whole. Its rows are
+//! checked against those counted when it was accepted; any failure fails the job and gives its
+//! credits back (once). A process that dies leaves its job to the next claim once the lease ran
+//! out: the job runs again, charged once.
 
 use std::io::Write;
 use std::path::Path;
@@ -96,7 +96,7 @@ fn tick(state: &Shared) {
     }
 }
 
-/// The niceness of a job's thread, and of the threads it starts (DuckDB's): on cores the API's
+/// The niceness of a job's threads (its reader's and its writer's): on cores the API's
 /// requests want, the scheduler gives a job what they leave, so that an export never starves them
 /// (issue 42: detail lookups p99 ≤ 10 ms while a job runs).
 const JOB_NICE: i32 = 10;
@@ -199,8 +199,8 @@ fn write(
     let name = format!("{}.{extension}", job.id);
     let part = exports.dir.join(format!(".{name}.part"));
     let rows = match job.format.as_str() {
-        "parquet" => parquet(state, &store, &filters, locale, job, &part, written),
-        format => lines(&store, &filters, locale, format, &part, written),
+        "parquet" => parquet(&store, &filters, locale, &part, written),
+        format => lines(&store, &filters, locale, format == "csv", &part, written),
     };
     let checked = rows.and_then(|rows| {
         if rows as i64 == job.rows {
@@ -222,77 +222,140 @@ fn write(
     Ok((name, bytes, rows))
 }
 
-/// Writes the search's records to `part` as CSV (what the people's export writes of the same
-/// items) or as JSON Lines (`jsonl`: one search item a line, as the API serves it; `records`: one
-/// whole record a line, for the Parquet file), the rows written counted as they go.
+/// A job's file, written to disk as it goes: every [`PACED_BYTES`] the kernel is told that the
+/// pages written are not needed (`POSIX_FADV_DONTNEED`: their writeback starts at once, without
+/// waiting for it, and those of the window before, written back by then, leave the page cache).
+/// Left to the kernel, a job's gigabyte of dirty pages was written back in bursts, behind which
+/// the accounts store's checkpoints (and with them the requests that charge credits) waited, and
+/// it crowded the dataset's pages out of the cache.
+struct Paced {
+    file: std::fs::File,
+    written: u64,
+    /// Where the window before the last one started.
+    dropped: u64,
+}
+
+/// Bytes of a job's file between two advices.
+const PACED_BYTES: u64 = 8 << 20;
+
+impl Paced {
+    fn create(path: &Path) -> Result<std::io::BufWriter<Paced>, String> {
+        let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(std::io::BufWriter::with_capacity(1 << 20, Paced { file, written: 0, dropped: 0 }))
+    }
+
+    /// Advises that the bytes from `self.dropped` on are not needed.
+    fn advise(&self) -> std::io::Result<()> {
+        let len = std::num::NonZeroU64::new(self.written - self.dropped);
+        Ok(rustix::fs::fadvise(&self.file, self.dropped, len, rustix::fs::Advice::DontNeed)?)
+    }
+}
+
+impl Write for Paced {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(bytes)?;
+        self.written += n as u64;
+        if self.written - self.dropped >= 2 * PACED_BYTES {
+            self.advise()?;
+            self.dropped = self.written - PACED_BYTES;
+        }
+        Ok(n)
+    }
+
+    /// Syncs the file, and drops its pages.
+    fn flush(&mut self) -> std::io::Result<()> {
+        rustix::fs::fdatasync(&self.file)?;
+        self.dropped = 0;
+        self.advise()
+    }
+}
+
+/// Chunks of records in the queue between the reader and the writer of a job, at most.
+const QUEUED: usize = 4;
+
+/// Reads the search's records on this thread and hands them, through a bounded queue, to `sink`
+/// on a second thread of the job's (niced as this one is), the rows counted in `written` as they
+/// go: reading (the lookup file's blocks inflated, the records labelled) and writing (the rows
+/// formatted) each take about half of a job's time. `sink`'s error is the job's.
+fn pipelined(
+    store: &Store,
+    filters: &cnpj_store::SearchFilters,
+    locale: Locale,
+    written: &std::sync::atomic::AtomicI64,
+    mut sink: impl FnMut(Vec<DetailRecord>) -> Result<(), String> + Send,
+) -> Result<u64, String> {
+    let (queue, chunks) = std::sync::mpsc::sync_channel::<Vec<DetailRecord>>(QUEUED);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || {
+            yield_to_requests();
+            let mut rows = 0u64;
+            for records in chunks {
+                rows += records.len() as u64;
+                sink(records)?;
+                written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(rows)
+        });
+        let stopped = || cnpj_store::StoreError::Query { context: "export", error: "the writer stopped".into() };
+        let read = store.each_match(filters, locale, &mut |records| queue.send(records).map_err(|_| stopped()));
+        drop(queue);
+        let wrote: Result<u64, String> = writer.join().unwrap_or_else(|_| Err("the writer panicked".into()));
+        match (read, wrote) {
+            (_, Err(e)) => Err(e),
+            (Err(e), Ok(_)) => Err(e.to_string()),
+            (Ok(read), Ok(rows)) if read == rows => Ok(rows),
+            (Ok(read), Ok(rows)) => Err(format!("{rows} rows written where {read} were read")),
+        }
+    })
+}
+
+/// Writes the search's records to `part` as CSV (`csv`: what the people's export writes of the
+/// same items) or as JSON Lines (one search item a line, as the API serves it).
 fn lines(
     store: &Store,
     filters: &cnpj_store::SearchFilters,
     locale: Locale,
-    format: &str,
+    csv: bool,
     part: &Path,
     written: &std::sync::atomic::AtomicI64,
 ) -> Result<u64, String> {
-    let io = |e: std::io::Error| cnpj_store::StoreError::Query { context: "writing the export", error: e.to_string() };
-    let file = std::fs::File::create(part).map_err(|e| format!("{}: {e}", part.display()))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    if format == "csv" {
-        out.write_all(cnpj_pages::csv_header(&csv_columns()).as_bytes()).map_err(|e| e.to_string())?;
+    let mut out = Paced::create(part)?;
+    let io = |e: std::io::Error| e.to_string();
+    if csv {
+        out.write_all(cnpj_pages::csv_header(&csv_columns()).as_bytes()).map_err(io)?;
     }
-    let mut rows = 0u64;
-    let mut line = Vec::new();
-    let mut each = |records: &[DetailRecord]| {
-        for record in records {
+    let mut line = String::new();
+    let rows = pipelined(store, filters, locale, written, |records| {
+        for record in &records {
             line.clear();
-            match format {
-                "csv" => line.extend_from_slice(cnpj_pages::csv_line(&record.search_item()).as_bytes()),
-                "records" => serde_json::to_writer(&mut line, record).map_err(|e| io(e.into()))?,
-                _ => serde_json::to_writer(&mut line, &record.search_item()).map_err(|e| io(e.into()))?,
+            if csv {
+                cnpj_pages::write_csv_line(&record.search_item(), &mut line);
+            } else {
+                line.push_str(&record.search_item().to_string());
+                line.push('\n');
             }
-            if format != "csv" {
-                line.push(b'\n');
-            }
-            out.write_all(&line).map_err(io)?;
+            out.write_all(line.as_bytes()).map_err(io)?;
         }
-        rows += records.len() as u64;
-        written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
         Ok(())
-    };
-    store.each_match(filters, locale, &mut each).map_err(|e| e.to_string())?;
-    out.into_inner().map_err(|e| e.to_string())?.sync_all().map_err(|e| e.to_string())?;
+    })?;
+    out.flush().map_err(io)?;
     Ok(rows)
 }
 
-/// Writes the search's records to `part` as Parquet: their JSON Lines in a scratch folder of the
-/// job's, then DuckDB's writer (`cnpj_store::parquet_of_records`); the folder removed.
+/// Writes the search's records to `part` as Parquet (`cnpj_store::ParquetWriter`).
 fn parquet(
-    state: &AppState,
     store: &Store,
     filters: &cnpj_store::SearchFilters,
     locale: Locale,
-    job: &ExportJob,
     part: &Path,
     written: &std::sync::atomic::AtomicI64,
 ) -> Result<u64, String> {
-    let exports = &state.exports;
-    let spill = exports.dir.join(format!(".{}.spill", job.id));
-    std::fs::create_dir_all(&spill).map_err(|e| format!("{}: {e}", spill.display()))?;
-    let records = spill.join("records.jsonl");
-    let columns = csv_columns();
-    let rows = lines(store, filters, locale, "records", &records, written).and_then(|rows| {
-        let parquet = cnpj_store::ParquetJob {
-            records: &records,
-            columns: &columns,
-            path: part,
-            memory_limit: exports.memory,
-            threads: exports.threads,
-            spill: &spill,
-        };
-        match cnpj_store::parquet_of_records(&parquet).map_err(|e| e.to_string())? {
-            n if n == rows => Ok(rows),
-            n => Err(format!("{n} rows in the Parquet file where {rows} were read")),
-        }
-    });
-    let _ = std::fs::remove_dir_all(&spill);
-    rows
+    let mut writer =
+        cnpj_store::ParquetWriter::create(Paced::create(part)?, &csv_columns()).map_err(|e| e.to_string())?;
+    let rows =
+        pipelined(store, filters, locale, written, |records| writer.append(&records).map_err(|e| e.to_string()))?;
+    match writer.finish().map_err(|e| e.to_string())? {
+        n if n == rows => Ok(rows),
+        n => Err(format!("{n} rows in the Parquet file where {rows} were read")),
+    }
 }

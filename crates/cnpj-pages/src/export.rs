@@ -177,15 +177,32 @@ pub(crate) fn form_refused(visit: &Visit, title_key: &str, refusal: &Refusal) ->
     visit.message(StatusCode::BAD_REQUEST, title_key, &message, true, Some(("/search", "search_companies")))
 }
 
-/// An item's fields as (column, cell): nested objects flattened (`endereco.uf`), lists as JSON.
-fn cells(prefix: &str, object: &Map<String, Value>, out: &mut Vec<(String, String)>) {
+/// An item's columns: nested objects flattened (`endereco.uf`).
+fn columns(prefix: &str, object: &Map<String, Value>, out: &mut Vec<String>) {
     for (key, value) in object {
         let column = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
         match value {
-            Value::Object(inner) => cells(&column, inner, out),
-            Value::String(s) => out.push((column, s.clone())),
-            Value::Null => out.push((column, String::new())),
-            other => out.push((column, other.to_string())),
+            Value::Object(inner) => columns(&column, inner, out),
+            _ => out.push(column),
+        }
+    }
+}
+
+/// Writes an item's cells in its columns' order, each after a `,` but the first (`first`):
+/// nested objects flattened, `null` empty, lists as JSON.
+fn write_cells(object: &Map<String, Value>, first: &mut bool, out: &mut String) {
+    for value in object.values() {
+        if let Value::Object(inner) = value {
+            write_cells(inner, first, out);
+            continue;
+        }
+        if !std::mem::take(first) {
+            out.push(',');
+        }
+        match value {
+            Value::String(s) => write_cell(s, out),
+            Value::Null => {}
+            other => write_cell(&other.to_string(), out),
         }
     }
 }
@@ -193,34 +210,58 @@ fn cells(prefix: &str, object: &Map<String, Value>, out: &mut Vec<(String, Strin
 /// What a spreadsheet reads as the start of a formula, first in a cell.
 const FORMULA: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 
-/// A CSV cell, safe in a spreadsheet that splits cells at `,` and in one that splits them at `;`
-/// (pt-BR's, which reads a quote within a line as text): quoted when it holds a `,`, a `;`, a
-/// quote or a line break; a `'` before a formula's first character wherever a spreadsheet may
+/// Writes a CSV cell, safe in a spreadsheet that splits cells at `,` and in one that splits them
+/// at `;` (pt-BR's, which reads a quote within a line as text): quoted when it holds a `,`, a `;`,
+/// a quote or a line break; a `'` before a formula's first character wherever a spreadsheet may
 /// start a cell: first in the cell, and after each `;` or line break in it (spaces and quotes
-/// before it passed over).
-pub(crate) fn cell(text: &str) -> String {
-    let mut guarded = String::with_capacity(text.len() + 2);
+/// before it passed over). Written into `out` with no allocation of its own: an export job
+/// writes some sixty cells a row.
+pub(crate) fn write_cell(text: &str, out: &mut String) {
+    // Most cells: no character that starts a cell again or is doubled, nor a formula first.
+    if !text.contains([';', '\n', '\r', '"']) && !text.trim_start_matches(' ').starts_with(FORMULA) {
+        let quoted = text.contains(',');
+        if quoted {
+            out.push('"');
+        }
+        out.push_str(text);
+        if quoted {
+            out.push('"');
+        }
+        return;
+    }
+    let quoted = text.contains([',', ';', '"', '\n', '\r']);
+    if quoted {
+        out.push('"');
+    }
     let mut starts = true;
     for c in text.chars() {
         if starts && FORMULA.contains(&c) {
-            guarded.push('\'');
+            out.push('\'');
         }
-        guarded.push(c);
+        if quoted && c == '"' {
+            out.push('"');
+        }
+        out.push(c);
         starts = matches!(c, ';' | '\n' | '\r') || (starts && matches!(c, ' ' | '"'));
     }
-    if guarded.contains([',', ';', '"', '\n', '\r']) {
-        format!("\"{}\"", guarded.replace('"', "\"\""))
-    } else {
-        guarded
+    if quoted {
+        out.push('"');
     }
+}
+
+/// [`write_cell`] as a string of its own.
+pub(crate) fn cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    write_cell(text, &mut out);
+    out
 }
 
 /// The CSV's columns of an item (of any item: every search item has the same fields), in order:
 /// nested objects flattened (`endereco.uf`). The API's export jobs write the same columns.
 pub fn csv_columns(item: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    cells("", item.as_object().unwrap_or(&Map::new()), &mut out);
-    out.into_iter().map(|(column, _)| column).collect()
+    columns("", item.as_object().unwrap_or(&Map::new()), &mut out);
+    out
 }
 
 /// The header line of `columns` (CRLF).
@@ -230,27 +271,22 @@ pub fn csv_header(columns: &[String]) -> String {
 
 /// An item's line (CRLF), as `csv` writes it.
 pub fn csv_line(item: &Value) -> String {
-    let mut out = Vec::new();
-    cells("", item.as_object().unwrap_or(&Map::new()), &mut out);
-    out.iter().map(|(_, value)| cell(value)).collect::<Vec<_>>().join(",") + "\r\n"
+    let mut out = String::with_capacity(1024);
+    write_csv_line(item, &mut out);
+    out
+}
+
+/// [`csv_line`], appended to `out`.
+pub fn write_csv_line(item: &Value, out: &mut String) {
+    write_cells(item.as_object().unwrap_or(&Map::new()), &mut true, out);
+    out.push_str("\r\n");
 }
 
 /// The items as CSV (lines end in CRLF): a header of the first item's columns, a line per item.
 pub(crate) fn csv(items: &[Value]) -> String {
-    let rows: Vec<Vec<(String, String)>> = items
-        .iter()
-        .map(|item| {
-            let mut out = Vec::new();
-            cells("", item.as_object().unwrap_or(&Map::new()), &mut out);
-            out
-        })
-        .collect();
-    let header: Vec<&str> = rows.first().map_or(Vec::new(), |r| r.iter().map(|(c, _)| c.as_str()).collect());
-    let mut out = String::new();
-    let line = |cells: Vec<String>| cells.join(",") + "\r\n";
-    out.push_str(&line(header.iter().map(|c| cell(c)).collect()));
-    for row in &rows {
-        out.push_str(&line(row.iter().map(|(_, value)| cell(value)).collect()));
+    let mut out = csv_header(&items.first().map(csv_columns).unwrap_or_default());
+    for item in items {
+        write_csv_line(item, &mut out);
     }
     out
 }

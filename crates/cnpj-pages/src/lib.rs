@@ -43,7 +43,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cnpj_accounts::{Accounts, AccountsError, Role, Session};
 
-pub use export::{csv_columns, csv_header, csv_line};
+pub use export::{csv_columns, csv_header, csv_line, write_csv_line};
 use guard::{
     FORM_COOKIE, LOCALE_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_token, own_navigation, random_hex, same_origin,
     set_cookie,

@@ -35,7 +35,7 @@ pub use partners::{
     PartnerFilters, PartnerItem, PartnerRecord,
 };
 pub use search::SearchFilters;
-pub use search_export::{ParquetJob, parquet_of_records};
+pub use search_export::ParquetWriter;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -93,7 +93,9 @@ pub struct Store {
     lookup: Option<Lookup>,
     /// The search index of the same build, when there is one.
     search: Option<SearchIndex>,
-    labels: HashMap<(Locale, String, String), String>,
+    /// Labels by locale, table and code: looked up by `&str` without a key made per lookup (a
+    /// record takes some ten, an export job a million records).
+    labels: HashMap<Locale, HashMap<String, HashMap<String, String>>>,
     municipios: HashMap<String, (String, Option<String>)>,
     /// Cities in the served order (folded name, then name, then id), with their folded names.
     cities: Vec<(String, City)>,
@@ -228,10 +230,11 @@ impl Store {
         let open_index = |path: &std::path::Path| SearchIndex::open(path, cache as usize);
         let search = search_path
             .and_then(|path| open_serving("search index", &path, &build_id, open_index, SearchIndex::build_id));
-        let mut labels = HashMap::new();
+        let mut labels: HashMap<Locale, HashMap<String, HashMap<String, String>>> = HashMap::new();
         for row in backend.rows("labels", "SELECT locale, tabela, codigo, descricao FROM labels", &[])? {
             if let Ok(locale) = text(&row, 0).parse::<Locale>() {
-                labels.insert((locale, text(&row, 1), text(&row, 2)), text(&row, 3));
+                let table = labels.entry(locale).or_default().entry(text(&row, 1)).or_default();
+                table.insert(text(&row, 2), text(&row, 3));
             }
         }
         let mut municipios = HashMap::new();
@@ -301,7 +304,7 @@ impl Store {
 
     /// The label of `code` in `table`, `""` for an unknown or empty code.
     pub fn label(&self, locale: Locale, table: &str, code: &str) -> String {
-        self.labels.get(&(locale, table.to_owned(), code.to_owned())).cloned().unwrap_or_default()
+        self.labels.get(&locale).and_then(|t| t.get(table)).and_then(|c| c.get(code)).cloned().unwrap_or_default()
     }
 
     /// The detail record of one establishment, or of a company's head office for an 8-character query.
@@ -576,11 +579,11 @@ impl Store {
     }
 
     fn labels_of(&self, locale: Locale, table: &str) -> Vec<CodeLabel> {
-        let mut list: Vec<CodeLabel> = self
-            .labels
-            .iter()
-            .filter(|((l, t, _), _)| *l == locale && t == table)
-            .map(|((_, _, code), label)| CodeLabel { code: code.clone(), description: label.clone() })
+        let codes = self.labels.get(&locale).and_then(|t| t.get(table));
+        let mut list: Vec<CodeLabel> = codes
+            .into_iter()
+            .flatten()
+            .map(|(code, label)| CodeLabel { code: code.clone(), description: label.clone() })
             .collect();
         list.sort_by(|a, b| a.code.cmp(&b.code));
         list

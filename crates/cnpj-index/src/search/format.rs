@@ -170,7 +170,7 @@ pub(super) const TABLES: [(Table, &str); 32] = [
 
 /// A yes-or-no fact of an establishment: its table and key hold the establishments of which it is
 /// true.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flag {
     /// An email served.
     Email,

@@ -24,7 +24,7 @@ use super::read::{Cached, Keys, SearchIndex, intersect, union};
 use crate::text::{civil_from_days, days_from_civil, parse_date};
 
 /// A condition of a search, in the index's terms. All conditions hold at once.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Condition {
     /// A 14-character CNPJ, or the 8 characters of a company's establishments.
     Cnpj(String),
@@ -128,7 +128,7 @@ impl SearchIndex {
     /// What one condition resolves to; `None` when it is beyond the index. A costly set is kept
     /// (see [`KEPT_FROM`]).
     fn condition(&self, condition: &Condition) -> Result<Option<Resolved>, SearchIndexError> {
-        let key = Cached::Condition(condition.clone());
+        let key = Cached::Condition(format!("{condition:?}"));
         if let Some(hit) = self.cached(&key) {
             return Ok(Some(Resolved::Set(hit)));
         }

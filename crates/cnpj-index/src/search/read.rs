@@ -12,7 +12,6 @@ use roaring::{MultiOps, RoaringBitmap};
 
 use super::SearchIndexError;
 use super::format::{MAGIC, PARTNER_ID_BYTES, UPPER, decode_list, pack};
-use super::plan::Condition;
 use crate::lookup::varint;
 
 /// The keys of one posting table, `\n`-separated in one buffer (so that words can be searched
@@ -91,11 +90,12 @@ pub struct SearchIndex {
 /// Bitmaps of at least this many bytes are kept once read (about 1.5 % of the establishments).
 const CACHED_FROM: usize = 128 << 10;
 
-/// What the cache keeps: a big bitmap by its offset, or a costly condition's set.
+/// What the cache keeps: a big bitmap by its offset, or a costly condition's set by the
+/// condition written out (`plan`'s `Condition` in full, as `Debug` writes it).
 #[derive(PartialEq, Eq, Hash)]
 pub(super) enum Cached {
     Bitmap(u64),
-    Condition(Condition),
+    Condition(String),
 }
 
 /// Big bitmaps already read and costly conditions' sets, up to `limit` bytes (past it the cache starts
