@@ -707,17 +707,15 @@ fn main() {
         format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n").into_bytes()
     };
     let get = |path: &str| get_at(&addr, path);
-    let detail_at =
-        |a: &str| -> Vec<Vec<u8>> { cnpjs.iter().map(|c| get_at(a, &format!("/api/v1/companies/{c}"))).collect() };
-    let detail = detail_at(&addr);
-    let export_suite = || {
-        let setup = exports::Setup {
-            accounts: &accounts,
-            dataset: &dataset,
-            token: &token,
-            detail_at: &detail_at,
-            dir: dir.path(),
+    let detail_at = |a: &str, token: &str| -> Vec<Vec<u8>> {
+        let at = |path: &str| {
+            format!("GET {path} HTTP/1.1\r\nHost: {a}\r\nAuthorization: Bearer {token}\r\n\r\n").into_bytes()
         };
+        cnpjs.iter().map(|c| at(&format!("/api/v1/companies/{c}"))).collect()
+    };
+    let detail = detail_at(&addr, &token);
+    let export_suite = || {
+        let setup = exports::Setup { dataset: &dataset, detail_at: &detail_at, dir: dir.path() };
         exports::run(&setup);
     };
     let search: Vec<Vec<u8>> =

@@ -21,25 +21,35 @@ const FILTERS: &str = r#"{"head_office": "false", "situacao_cadastral": "02"}"#;
 /// Detail lookups a second while a job runs, over two connections.
 const PACE: f64 = 1_000.0;
 
-/// What the suite needs of the benchmark: the accounts, the dataset's arguments, a token, detail
-/// requests (built for any address by `detail_at`), and the folder for the files.
+/// What the suite needs of the benchmark: the dataset's arguments, detail requests (built for any
+/// address and token by `detail_at`), and a folder of its own.
 pub struct Setup<'a> {
-    pub accounts: &'a Path,
     pub dataset: &'a [std::ffi::OsString],
-    pub token: &'a str,
-    pub detail_at: &'a dyn Fn(&str) -> Vec<Vec<u8>>,
+    pub detail_at: &'a dyn Fn(&str, &str) -> Vec<Vec<u8>>,
     pub dir: &'a Path,
 }
 
-pub fn run(setup: &Setup<'_>) {
-    let exports = setup.dir.join("bench-exports");
+/// A server of `binary` for the suite, with accounts of its own (a server sharing them would
+/// claim its jobs: every replica runs jobs) and its own export folder; the server and a token.
+fn server(binary: &Path, setup: &Setup<'_>, name: &str) -> (Server, String) {
+    let accounts = setup.dir.join(format!("{name}-accounts.sqlite"));
+    let api = |args: &[&str]| {
+        let out = std::process::Command::new(binary).arg("--accounts").arg(&accounts).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    api(&["accounts", "create-user", "exports", "--credits", "1000000000000"]);
+    let token = api(&["accounts", "issue-token", "exports"]);
+    let exports = setup.dir.join(format!("{name}-exports"));
     let args = ["--export-dir", exports.to_str().unwrap(), "--export-interval", "1"];
-    let ours = Server::spawn(setup.accounts, setup.dataset, &args);
-    let baseline = std::env::var("CNPJ_BENCH_BASELINE_API").ok().map(|api| {
-        let exports = setup.dir.join("bench-exports-baseline");
-        let args = ["--export-dir", exports.to_str().unwrap(), "--export-interval", "1"];
-        (api.clone(), Server::spawn_binary(Path::new(&api), setup.accounts, setup.dataset, &args))
-    });
+    (Server::spawn_binary(binary, &accounts, setup.dataset, &args), token)
+}
+
+pub fn run(setup: &Setup<'_>) {
+    let (ours, token) = server(Path::new(env!("CARGO_BIN_EXE_cnpj-api")), setup, "ours");
+    let baseline = std::env::var("CNPJ_BENCH_BASELINE_API")
+        .ok()
+        .map(|api| (api.clone(), server(Path::new(&api), setup, "baseline")));
     println!();
     println!("export jobs: {FILTERS}; detail lookups paced at {PACE:.0}/s on two connections while a job runs");
     println!(
@@ -54,7 +64,7 @@ pub fn run(setup: &Setup<'_>) {
         "detail p50",
         "detail p99"
     );
-    let detail = (setup.detail_at)(&ours.addr);
+    let detail = (setup.detail_at)(&ours.addr, &token);
     // Once to bring the lookups' blocks into the page cache, then measured.
     paced_alone(&ours.addr, &detail, 5.0);
     let (idle50, idle99) = paced_alone(&ours.addr, &detail, 10.0);
@@ -64,12 +74,12 @@ pub fn run(setup: &Setup<'_>) {
         "ours, no job"
     );
     for (format, loaded) in [("csv", false), ("parquet", false), ("jsonl", false), ("csv", true), ("parquet", true)] {
-        job(&ours, setup.token, format, loaded.then_some(&detail[..]), "ours");
+        job(&ours, &token, format, loaded.then_some(&detail[..]), "ours");
     }
-    if let Some((api, server)) = &baseline {
+    if let Some((api, (server, token))) = &baseline {
         println!("baseline: {api}");
         for format in ["csv", "parquet"] {
-            job(server, setup.token, format, None, "baseline");
+            job(server, token, format, None, "baseline");
         }
     }
 }
