@@ -2,11 +2,12 @@
 //! `interval`, or at once when a job was accepted here) expired files are deleted (their jobs
 //! marked `expired`), then, while fewer than `workers` jobs run here, the next job is claimed
 //! under a lease (`cnpj_accounts`: one user's jobs one at a time, over all replicas) and run on
-//! threads of its own, niced so that an export never takes the API's cores from its requests: one
-//! reads the search's records in CNPJ order (`Store::each_match`), the other writes them (CSV and
-//! JSON Lines here, Parquet by `cnpj_store::ParquetWriter`), a bounded queue between them; a third
-//! renews the lease (with the rows written) until the job ends. A job writes `.<id>.<ext>.part`
-//! in the export folder (shared by replicas), renamed to `<id>.<ext>` once whole. Its rows are
+//! threads of its own, niced so that an export never takes the API's cores from its requests: two
+//! read the search's records in CNPJ order and render them (`Store::each_match`: CSV and JSON
+//! Lines text, or Parquet batches by `cnpj_store::ParquetColumns`), bounded queues between them
+//! and the job's thread, which writes; another renews the lease (with the rows written) until the
+//! job ends. A job writes `.<id>.<ext>.part` in the export folder (shared by replicas), renamed to
+//! `<id>.<ext>` once whole. Its rows are
 //! checked against those counted when it was accepted; any failure fails the job and gives its
 //! credits back (once). A process that dies leaves its job to the next claim once the lease ran
 //! out: the job runs again, charged once.
@@ -96,10 +97,12 @@ fn tick(state: &Shared) {
     }
 }
 
-/// The niceness of a job's threads (its reader's and its writer's): on cores the API's
-/// requests want, the scheduler gives a job what they leave, so that an export never starves them
-/// (issue 42: detail lookups p99 ≤ 10 ms while a job runs).
-const JOB_NICE: i32 = 10;
+/// The niceness of a job's threads (its readers' and its writer's), the lowest priority there is:
+/// on cores the API's requests want, the scheduler gives a job what they leave, so that an export
+/// never starves them (issue 42: detail lookups p99 ≤ 10 ms while a job runs). At 10, with the
+/// rows rendered on two threads, a job took enough of the cores for detail lookups' p99 to reach
+/// 14–16 ms at 1.0 (BENCHMARKS.md, "Export jobs at 1.0, third pass").
+const JOB_NICE: i32 = 19;
 
 /// Lowers the calling thread's priority to [`JOB_NICE`] (Linux: a thread's own niceness).
 fn yield_to_requests() {
@@ -235,8 +238,10 @@ struct Paced {
     dropped: u64,
 }
 
-/// Bytes of a job's file between two advices.
-const PACED_BYTES: u64 = 8 << 20;
+/// Bytes of a job's file between two advices: the writeback each starts is what a request's
+/// own write to the disk (the accounts store's checkpoint) may wait behind. At 8 MB, detail
+/// lookups' p99 under a CSV job reached 16 ms at 1.0.
+const PACED_BYTES: u64 = 1 << 20;
 
 impl Paced {
     fn create(path: &Path) -> Result<std::io::BufWriter<Paced>, String> {
@@ -270,43 +275,33 @@ impl Write for Paced {
     }
 }
 
-/// Chunks of records in the queue between the reader and the writer of a job, at most.
-const QUEUED: usize = 4;
-
-/// Reads the search's records on this thread and hands them, through a bounded queue, to `sink`
-/// on a second thread of the job's (niced as this one is), the rows counted in `written` as they
-/// go: reading (the lookup file's blocks inflated, the records labelled) and writing (the rows
-/// formatted) each take about half of a job's time. `sink`'s error is the job's.
-fn pipelined(
+/// Hands the search's chunks, rendered by `render` on the threads that read them, to `write` on
+/// this thread (the job's), the rows counted in `written` as they go. Reading and rendering a row
+/// take several times what writing it does: this thread is left only the writing.
+fn each_rendered<T: Send>(
     store: &Store,
     filters: &cnpj_store::SearchFilters,
     locale: Locale,
     written: &std::sync::atomic::AtomicI64,
-    mut sink: impl FnMut(Vec<DetailRecord>) -> Result<(), String> + Send,
+    render: &(dyn Fn(&[DetailRecord]) -> Result<T, cnpj_store::StoreError> + Sync),
+    mut write: impl FnMut(T) -> Result<(), String>,
 ) -> Result<u64, String> {
-    let (queue, chunks) = std::sync::mpsc::sync_channel::<Vec<DetailRecord>>(QUEUED);
-    std::thread::scope(|scope| {
-        let writer = scope.spawn(move || {
-            yield_to_requests();
-            let mut rows = 0u64;
-            for records in chunks {
-                rows += records.len() as u64;
-                sink(records)?;
-                written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
-            }
-            Ok(rows)
-        });
-        let stopped = || cnpj_store::StoreError::Query { context: "export", error: "the writer stopped".into() };
-        let read = store.each_match(filters, locale, &mut |records| queue.send(records).map_err(|_| stopped()));
-        drop(queue);
-        let wrote: Result<u64, String> = writer.join().unwrap_or_else(|_| Err("the writer panicked".into()));
-        match (read, wrote) {
-            (_, Err(e)) => Err(e),
-            (Err(e), Ok(_)) => Err(e.to_string()),
-            (Ok(read), Ok(rows)) if read == rows => Ok(rows),
-            (Ok(read), Ok(rows)) => Err(format!("{rows} rows written where {read} were read")),
-        }
-    })
+    let mut failed = None;
+    let mut rows = 0u64;
+    let read = store.each_match(filters, locale, render, &mut |n, rendered| {
+        write(rendered).map_err(|e| {
+            failed = Some(e);
+            cnpj_store::StoreError::Query { context: "export", error: "the file could not be written".into() }
+        })?;
+        rows += n as u64;
+        written.store(rows as i64, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    });
+    match (read, failed) {
+        (_, Some(e)) => Err(e),
+        (Err(e), None) => Err(e.to_string()),
+        (Ok(read), None) => Ok(read),
+    }
 }
 
 /// Writes the search's records to `part` as CSV (`csv`: what the people's export writes of the
@@ -324,25 +319,26 @@ fn lines(
     if csv {
         out.write_all(cnpj_pages::csv_header(&csv_columns()).as_bytes()).map_err(io)?;
     }
-    let mut line = String::new();
-    let rows = pipelined(store, filters, locale, written, |records| {
-        for record in &records {
-            line.clear();
+    let render = |records: &[DetailRecord]| {
+        let mut text = String::with_capacity(records.len() * 512);
+        for record in records {
             if csv {
-                cnpj_pages::write_csv_line(&record.search_item(), &mut line);
+                cnpj_pages::write_csv_line(&record.search_item(), &mut text);
             } else {
-                line.push_str(&record.search_item().to_string());
-                line.push('\n');
+                text.push_str(&record.search_item().to_string());
+                text.push('\n');
             }
-            out.write_all(line.as_bytes()).map_err(io)?;
         }
-        Ok(())
-    })?;
+        Ok(text)
+    };
+    let rows =
+        each_rendered(store, filters, locale, written, &render, |text| out.write_all(text.as_bytes()).map_err(io))?;
     out.flush().map_err(io)?;
     Ok(rows)
 }
 
-/// Writes the search's records to `part` as Parquet (`cnpj_store::ParquetWriter`).
+/// Writes the search's records to `part` as Parquet (`cnpj_store::ParquetWriter`), the batches
+/// made on the threads that read the records.
 fn parquet(
     store: &Store,
     filters: &cnpj_store::SearchFilters,
@@ -350,10 +346,12 @@ fn parquet(
     part: &Path,
     written: &std::sync::atomic::AtomicI64,
 ) -> Result<u64, String> {
-    let mut writer =
-        cnpj_store::ParquetWriter::create(Paced::create(part)?, &csv_columns()).map_err(|e| e.to_string())?;
-    let rows =
-        pipelined(store, filters, locale, written, |records| writer.append(&records).map_err(|e| e.to_string()))?;
+    let columns = cnpj_store::ParquetColumns::new(&csv_columns());
+    let mut writer = cnpj_store::ParquetWriter::create(Paced::create(part)?, &columns).map_err(|e| e.to_string())?;
+    let render = |records: &[DetailRecord]| columns.batch(records);
+    let rows = each_rendered(store, filters, locale, written, &render, |batch| {
+        writer.write(&batch).map_err(|e| e.to_string())
+    })?;
     match writer.finish().map_err(|e| e.to_string())? {
         n if n == rows => Ok(rows),
         n => Err(format!("{n} rows in the Parquet file where {rows} were read")),

@@ -35,7 +35,7 @@ pub use partners::{
     PartnerFilters, PartnerItem, PartnerRecord,
 };
 pub use search::SearchFilters;
-pub use search_export::ParquetWriter;
+pub use search_export::{ParquetColumns, ParquetWriter};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

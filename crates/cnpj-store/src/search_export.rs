@@ -1,8 +1,9 @@
 //! A search's whole result, for the API's export jobs (contract §15): [`Store::each_match`] hands
-//! every match, in CNPJ order, as records a chunk at a time: off the search index (the matches
-//! reckoned once) and the lookup file (read in key order, each block inflated once however many
-//! of the rows it holds); else by SQL, in pages cut after the last CNPJ read. The caller writes
-//! CSV and JSON Lines from the records; a [`ParquetWriter`] writes them as typed Parquet, a row
+//! every match, in CNPJ order, a chunk at a time, rendered by the caller's function on the
+//! threads that read them: off the search index (the matches reckoned once) and the lookup file
+//! (read in key order, each block inflated once however many of the rows it holds); else by SQL,
+//! in pages cut after the last CNPJ read. The caller renders CSV and JSON Lines from the records;
+//! [`ParquetColumns`] makes them typed Arrow batches, which a [`ParquetWriter`] writes, a row
 //! group at a time.
 //!
 //! The first version built each row in SQL (labels joined, partners and secondary activities
@@ -21,33 +22,39 @@ const CHUNK: usize = 1_000;
 const READERS: usize = 2;
 
 impl Store {
-    /// Hands every establishment `filters` match to `each` as records in `locale`, in CNPJ order,
-    /// a chunk at a time; the records handed. `each`'s error stops the walk and is returned.
-    pub fn each_match(
+    /// Hands every establishment `filters` match to `each`, in CNPJ order, a chunk at a time:
+    /// the chunk's records in `locale` made into what `render` makes of them (a file's bytes, a
+    /// Parquet row group's batch) on the threads that read them, and handed with the chunk's
+    /// rows; the rows handed. `each`'s error stops the walk and is returned.
+    pub fn each_match<T: Send>(
         &self,
         filters: &SearchFilters,
         locale: Locale,
-        each: &mut dyn FnMut(Vec<DetailRecord>) -> Result<(), StoreError>,
+        render: &(dyn Fn(&[DetailRecord]) -> Result<T, StoreError> + Sync),
+        each: &mut dyn FnMut(usize, T) -> Result<(), StoreError>,
     ) -> Result<u64, StoreError> {
         if let Some(index) = &self.search {
             let conditions = self.conditions(filters)?;
             if let Some(matches) = index.matches(&conditions)? {
-                return self.each_indexed(index, &matches, locale, each);
+                return self.each_indexed(index, &matches, locale, render, each);
             }
         }
-        self.each_by_sql(filters, locale, each)
+        self.each_by_sql(filters, locale, render, each)
     }
 
-    /// [`Store::each_match`] off the search index's matches: the chunks read by [`READERS`]
-    /// threads in turn (chunk `k` by thread `k % READERS`, each with its own lookup reader), and
-    /// handed to `each` in order on this thread. Reading a row (its blocks inflated, its record
-    /// labelled) costs about twice what writing it does.
-    fn each_indexed(
+    /// [`Store::each_match`] off the search index's matches: the chunks read and rendered by
+    /// [`READERS`] threads in turn (chunk `k` by thread `k % READERS`, each with its own lookup
+    /// reader), and handed to `each` in order on this thread. Reading a row (its blocks
+    /// inflated, its record labelled) and rendering it cost several times what writing it does,
+    /// so the caller's thread is left only the writing (BENCHMARKS.md, "Export jobs at 1.0,
+    /// third pass").
+    fn each_indexed<T: Send>(
         &self,
         index: &SearchIndex,
         matches: &Matches,
         locale: Locale,
-        each: &mut dyn FnMut(Vec<DetailRecord>) -> Result<(), StoreError>,
+        render: &(dyn Fn(&[DetailRecord]) -> Result<T, StoreError> + Sync),
+        each: &mut dyn FnMut(usize, T) -> Result<(), StoreError>,
     ) -> Result<u64, StoreError> {
         let ordinals = matches.ordinals();
         let chunks = ordinals.len().div_ceil(CHUNK as u64);
@@ -65,8 +72,10 @@ impl Store {
                         };
                         let cnpjs: Vec<String> =
                             ordinals.range(first..).take(CHUNK).map(|o| index.cnpj_of(o)).collect();
-                        let records = self.records_in_order(lookup.as_mut(), &cnpjs, locale);
-                        if queue.send(records).is_err() {
+                        let rendered = self
+                            .records_in_order(lookup.as_mut(), &cnpjs, locale)
+                            .and_then(|records| Ok((records.len(), render(&records)?)));
+                        if queue.send(rendered).is_err() {
                             return;
                         }
                     }
@@ -74,23 +83,24 @@ impl Store {
             }
             let mut handed = 0;
             for k in 0..chunks {
-                let records = queues[k as usize % READERS].recv().map_err(|_| StoreError::Query {
+                let (rows, rendered) = queues[k as usize % READERS].recv().map_err(|_| StoreError::Query {
                     context: "export",
                     error: "a reader of the rows stopped".into(),
                 })??;
-                handed += records.len() as u64;
-                each(records)?;
+                handed += rows as u64;
+                each(rows, rendered)?;
             }
             Ok(handed)
         })
     }
 
     /// [`Store::each_match`] by SQL: pages of the search's CNPJs, each after the last one read.
-    fn each_by_sql(
+    fn each_by_sql<T>(
         &self,
         filters: &SearchFilters,
         locale: Locale,
-        each: &mut dyn FnMut(Vec<DetailRecord>) -> Result<(), StoreError>,
+        render: &(dyn Fn(&[DetailRecord]) -> Result<T, StoreError> + Sync),
+        each: &mut dyn FnMut(usize, T) -> Result<(), StoreError>,
     ) -> Result<u64, StoreError> {
         let (from, params) = filters.sql(self.backend.dialect(), |name| self.city_codes(name));
         let mut reader = self.lookup.as_ref().map(|lookup| lookup.reader());
@@ -111,7 +121,7 @@ impl Store {
             let records = self.records_in_order(reader.as_mut(), &cnpjs, locale)?;
             handed += records.len() as u64;
             if !records.is_empty() {
-                each(records)?;
+                each(records.len(), render(&records)?)?;
             }
             if cnpjs.len() < CHUNK {
                 return Ok(handed);
@@ -245,45 +255,34 @@ impl Kind {
     }
 }
 
-/// An export's Parquet file, written as records come (arrow-rs' writer, a row group at a time:
-/// memory bounded by [`ROW_GROUP`] rows, whatever the export's size): the CSV's columns typed
-/// (dates as DATE, the lists as lists of structs, the partners' entry date a DATE), then the
-/// company's nature and capital (DECIMAL(18, 2)), zstd. DuckDB's own writer was tried first: it
-/// needs the rows in a table, and appending them there (compressed as DuckDB stores a table)
-/// took three times the job's reading, where arrow-rs' writer takes a fraction of it
-/// (BENCHMARKS.md, "Export jobs at 1.0").
-pub struct ParquetWriter<W: std::io::Write + Send> {
+/// An export's Parquet columns: the CSV's columns typed (dates as DATE, the lists as lists of
+/// structs, the partners' entry date a DATE), then the company's nature and capital
+/// (DECIMAL(18, 2)). [`ParquetColumns::batch`] makes records into a batch of them on any thread
+/// (an export's readers'), a [`ParquetWriter`] writes the batches.
+pub struct ParquetColumns {
     /// Each column's name, JSON pointer into a search item (`None`: the company's field) and type.
     columns: Vec<(String, Option<String>, Kind)>,
     schema: arrow::datatypes::SchemaRef,
-    writer: parquet::arrow::ArrowWriter<W>,
 }
 
 fn parquet_failed(error: impl std::fmt::Display) -> StoreError {
     StoreError::Query { context: "writing the Parquet file", error: error.to_string() }
 }
 
-impl<W: std::io::Write + Send> ParquetWriter<W> {
-    /// A writer to `out` with the CSV's `columns` (the search item's fields, nested ones as
-    /// `endereco.uf`).
-    pub fn create(out: W, columns: &[String]) -> Result<ParquetWriter<W>, StoreError> {
+impl ParquetColumns {
+    /// The columns of the CSV's `columns` (the search item's fields, nested ones as
+    /// `endereco.uf`), and the company's.
+    pub fn new(columns: &[String]) -> ParquetColumns {
         let mut all: Vec<(String, Option<String>, Kind)> =
             columns.iter().map(|c| (c.clone(), Some(format!("/{}", c.replace('.', "/"))), Kind::of(c))).collect();
         all.extend(COMPANY.map(|c| (c.to_owned(), None, Kind::of(c))));
         let fields: Vec<arrow::datatypes::Field> =
             all.iter().map(|(name, _, kind)| arrow::datatypes::Field::new(name, kind.data_type(), true)).collect();
-        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
-        let properties = parquet::file::properties::WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::default()))
-            .set_max_row_group_row_count(Some(ROW_GROUP))
-            .build();
-        let writer = parquet::arrow::ArrowWriter::try_new(out, std::sync::Arc::clone(&schema), Some(properties))
-            .map_err(parquet_failed)?;
-        Ok(ParquetWriter { columns: all, schema, writer })
+        ParquetColumns { columns: all, schema: std::sync::Arc::new(arrow::datatypes::Schema::new(fields)) }
     }
 
-    /// Appends `records` (in the file's order).
-    pub fn append(&mut self, records: &[DetailRecord]) -> Result<(), StoreError> {
+    /// `records` as a batch of these columns.
+    pub fn batch(&self, records: &[DetailRecord]) -> Result<arrow::record_batch::RecordBatch, StoreError> {
         let items: Vec<serde_json::Value> = records.iter().map(DetailRecord::search_item).collect();
         let company: Vec<serde_json::Value> = records
             .iter()
@@ -303,9 +302,34 @@ impl<W: std::io::Write + Send> ParquetWriter<W> {
             };
             arrays.push(kind.array(&values).map_err(parquet_failed)?);
         }
-        let batch = arrow::record_batch::RecordBatch::try_new(std::sync::Arc::clone(&self.schema), arrays)
-            .map_err(parquet_failed)?;
-        self.writer.write(&batch).map_err(parquet_failed)
+        arrow::record_batch::RecordBatch::try_new(std::sync::Arc::clone(&self.schema), arrays).map_err(parquet_failed)
+    }
+}
+
+/// An export's Parquet file, written a batch at a time (arrow-rs' writer, a row group of
+/// [`ROW_GROUP`] rows at a time: memory bounded whatever the export's size), zstd. DuckDB's own
+/// writer was tried first: it needs the rows in a table, and appending them there (compressed as
+/// DuckDB stores a table) took three times the job's reading, where arrow-rs' writer takes a
+/// fraction of it (BENCHMARKS.md, "Export jobs at 1.0").
+pub struct ParquetWriter<W: std::io::Write + Send> {
+    writer: parquet::arrow::ArrowWriter<W>,
+}
+
+impl<W: std::io::Write + Send> ParquetWriter<W> {
+    /// A writer of `columns` to `out`.
+    pub fn create(out: W, columns: &ParquetColumns) -> Result<ParquetWriter<W>, StoreError> {
+        let properties = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::default()))
+            .set_max_row_group_row_count(Some(ROW_GROUP))
+            .build();
+        let schema = std::sync::Arc::clone(&columns.schema);
+        let writer = parquet::arrow::ArrowWriter::try_new(out, schema, Some(properties)).map_err(parquet_failed)?;
+        Ok(ParquetWriter { writer })
+    }
+
+    /// Appends `batch` (a [`ParquetColumns::batch`] of these columns).
+    pub fn write(&mut self, batch: &arrow::record_batch::RecordBatch) -> Result<(), StoreError> {
+        self.writer.write(batch).map_err(parquet_failed)
     }
 
     /// Writes the file's last row group and footer, and flushes the output; the rows written.

@@ -315,7 +315,7 @@ fn a_server_killed_mid_job_leaves_it_to_the_next_charged_once() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(job_niceness(runner.child.id()), Some(10), "the job's thread yields to requests");
+    assert_eq!(job_niceness(runner.child.id()), Some(19), "the job's thread yields to requests");
     runner.child.kill().unwrap();
     runner.child.wait().unwrap();
     std::fs::remove_file(&part).unwrap();
