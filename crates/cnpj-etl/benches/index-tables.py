@@ -1,4 +1,4 @@
-"""The bytes of a search index file (`<db>.search`, format CNPJSRC7) by part: its columns, each
+"""The bytes of a search index file (`<db>.search`, format CNPJSRC8) by part: its columns, each
 posting table's bitmaps (and keys), the directory. Not a test: a figure for BENCHMARKS.md, e.g.
 which of the index's bytes the analysts' filters (contract §15) or the partners (§14) take.
 
@@ -26,7 +26,7 @@ def main(path):
     with open(path, "rb") as f:
         f.seek(size - 24)
         _checksum, at, magic = struct.unpack("<QQ8s", f.read(24))
-        assert magic == b"CNPJSRC7", f"not a search index of this version: {magic!r}"
+        assert magic == b"CNPJSRC8", f"not a search index of this version: {magic!r}"
         f.seek(at)
         directory = f.read(size - 24 - at)
     pos = 0

@@ -1,4 +1,4 @@
-//! The search index file, byte by byte (`CNPJSRC7`). Integers are little-endian; a varint is
+//! The search index file, byte by byte (`CNPJSRC8`). Integers are little-endian; a varint is
 //! LEB128 (7 bits a byte, the lowest first, the high bit set on every byte but the last).
 //!
 //! Ordinals number the establishments in CNPJ order. The build stores a table in two halves at
@@ -7,7 +7,7 @@
 //! lower half, or `lower +` its rank in the upper half.
 //!
 //! ```text
-//! magic       8 bytes   "CNPJSRC7"
+//! magic       8 bytes   "CNPJSRC8"
 //! cnpjs       8 × n     u64 per position: the CNPJ's 12 characters before its check digits
 //!                       ([0-9A-Z], 0–9 then A–Z as 10–35) as a base-36 number, which sorts as
 //!                       the text does
@@ -20,7 +20,7 @@
 //! directory   …         below
 //! checksum    8 bytes   u64: the directory's XXH3-64
 //! offset      8 bytes   u64: where the directory starts
-//! magic       8 bytes   "CNPJSRC7" again
+//! magic       8 bytes   "CNPJSRC8" again
 //! ```
 //!
 //! Each column holds the lower half's positions, then the upper half's (n = lower + upper); a
@@ -36,9 +36,12 @@
 //! truncated to its low 32 bits (4 bytes); last, the build id's length and bytes. A bitmap's
 //! offset is the one before it plus its length: the directory holds only lengths.
 //!
-//! A bitmap is roaring's portable format or, where it holds at most 65,536 ordinals and that is
-//! at most half as long, a list: the gaps between its ordinals as varints, the first from 0, no
-//! later gap 0 ([`encode`]).
+//! A bitmap is roaring's portable format or, where it holds at most 2^20 ordinals and that is at
+//! most three quarters as long, a list ([`encode`]): the count of its ordinals (a varint), then
+//! per full block of 128 its bit width (a byte) and the block's gaps less one bit-packed by
+//! `bitpacking`'s `BitPacker4x` (strictly sorted, from the last ordinal of the block before),
+//! then the other ordinals' gaps as varints (from the last block's last ordinal, or from 0), no
+//! gap 0 but the first.
 //!
 //! The tables (a sorted list of keys, a bitmap per key), in file order ([`TABLES`], then the
 //! derived ones, which the writer makes from the others once they are written):
@@ -74,16 +77,17 @@
 //!   those opened in it or later, in the decades held: no `antes` for the first), and per field
 //!   `repete_*` (one key, empty: every establishment of its `repetidos_*`).
 //!
-//! The magic names the format's version (`CNPJSRC7`: with the partners; 6 had none, 5 had no
-//! secondary activities, head office, contacts, tax options or capital); a file of another
-//! version is refused, and the store searches by SQL.
+//! The magic names the format's version (`CNPJSRC8`: lists bit-packed; 7 had lists of varint
+//! gaps only, 6 no partners, 5 no secondary activities, head office, contacts, tax options or
+//! capital); a file of another version is refused, and the store searches by SQL.
 
+use bitpacking::{BitPacker, BitPacker4x};
 use roaring::RoaringBitmap;
 
 use crate::lookup::{put_varint, varint};
 
 /// The format's version, the file's first and last 8 bytes.
-pub(super) const MAGIC: &[u8; 8] = b"CNPJSRC7";
+pub(super) const MAGIC: &[u8; 8] = b"CNPJSRC8";
 
 /// The derived posting tables, by decade key (`201`): the establishments opened before the
 /// decade, and those opened in it or later (in the decades held; none before the first).
@@ -302,25 +306,26 @@ pub(super) fn unpack(mut n: u64) -> String {
     cnpj
 }
 
-/// Bitmaps of at most this many ordinals are tried as a list of gaps.
-const LIST_UP_TO: u64 = 1 << 16;
+/// Bitmaps of at most this many ordinals are tried as a list: reading one back costs a few
+/// nanoseconds an ordinal (its bitmap made again), a few milliseconds at most.
+const LIST_UP_TO: u64 = 1 << 20;
+
+/// Ordinals of a list's bit-packed block (`bitpacking`'s 4×32-bit lanes).
+const BLOCK: usize = BitPacker4x::BLOCK_LEN;
 
 /// Puts `bitmap`'s bytes into `out` and says whether they are a list: roaring's portable format,
-/// or, where it is at most half as long, the ordinals' gaps as varints (the first from 0).
-/// Hand-rolled for size: a sparse bitmap costs roaring about 10 bytes an ordinal (a container's
-/// header and offset each), a gap list about 4; where roaring's arrays are full enough to cost
-/// about as much, roaring is kept, being quicker to read. Measured at 1.0: the 1.1 M small
-/// bitmaps of `pares_razao` take 88 MB as lists instead of 241 MB, the 1.7 M of
-/// `repetidos_razao` 10 MB instead of 32 MB.
+/// or, where it is at most three quarters as long, the ordinals as a list of gaps ([`put_list`]).
+/// Roaring's arrays cost two bytes an ordinal and its sparse containers about ten, where the
+/// gaps of most keys' ordinals take 8 to 12 bits; roaring is kept where its bitmap containers
+/// are denser than that, and past [`LIST_UP_TO`], being quicker to read. Measured at 1.0
+/// (BENCHMARKS.md, "the search index's lists bit-packed"): the index from 4,582 MB to 4,141
+/// (`cnae2` from 342 to 251), where the first lists, of varint gaps, were kept only at half of
+/// roaring's bytes.
 pub(super) fn encode(bitmap: &RoaringBitmap, out: &mut Vec<u8>) -> bool {
     out.clear();
     if bitmap.len() <= LIST_UP_TO {
-        let mut previous = 0;
-        for ordinal in bitmap {
-            put_varint(out, u64::from(ordinal - previous));
-            previous = ordinal;
-        }
-        if out.len() * 2 <= bitmap.serialized_size() {
+        put_list(bitmap, out);
+        if out.len() * 4 <= bitmap.serialized_size() * 3 {
             return true;
         }
         out.clear();
@@ -329,16 +334,65 @@ pub(super) fn encode(bitmap: &RoaringBitmap, out: &mut Vec<u8>) -> bool {
     false
 }
 
-/// The bitmap of a list written by [`encode`]; `None` when the gaps do not ascend within `u32`.
+/// Writes `bitmap`'s ordinals as a list: their count and the first ordinal (varints), then every
+/// full block of [`BLOCK`] ordinals after it as its bit width (a byte) and its gaps less one
+/// bit-packed (`bitpacking`'s strictly sorted codec, each block from the ordinal before it), then
+/// the rest as varint gaps. Gaps bit-packed by a library made for posting lists (tantivy's),
+/// rather than roaring's two bytes an ordinal.
+fn put_list(bitmap: &RoaringBitmap, out: &mut Vec<u8>) {
+    let ordinals: Vec<u32> = bitmap.iter().collect();
+    put_varint(out, ordinals.len() as u64);
+    let Some((&first, after)) = ordinals.split_first() else { return };
+    put_varint(out, u64::from(first));
+    let packer = BitPacker4x::new();
+    let mut previous = first;
+    let blocks = after.chunks_exact(BLOCK);
+    let rest = blocks.remainder();
+    for block in blocks {
+        let bits = packer.num_bits_strictly_sorted(Some(previous), block);
+        out.push(bits);
+        let at = out.len();
+        out.resize(at + BitPacker4x::compressed_block_size(bits), 0);
+        packer.compress_strictly_sorted(Some(previous), block, &mut out[at..], bits);
+        previous = block[BLOCK - 1];
+    }
+    for &ordinal in rest {
+        put_varint(out, u64::from(ordinal - previous));
+        previous = ordinal;
+    }
+}
+
+/// The bitmap of a list written by [`put_list`]; `None` when it is cut short, runs on, or its
+/// ordinals do not ascend within `u32`.
 pub(super) fn decode_list(bytes: &[u8]) -> Option<RoaringBitmap> {
-    let (mut pos, mut ordinal, mut ordinals) = (0, 0u64, Vec::new());
-    while pos < bytes.len() {
-        let gap = varint(bytes, &mut pos)?;
-        if gap == 0 && !ordinals.is_empty() {
-            return None;
+    let mut pos = 0;
+    let count = varint(bytes, &mut pos).filter(|&n| n <= LIST_UP_TO)? as usize;
+    let mut ordinals = Vec::with_capacity(count);
+    if count > 0 {
+        let mut previous = u32::try_from(varint(bytes, &mut pos)?).ok()?;
+        ordinals.push(previous);
+        let packer = BitPacker4x::new();
+        let mut block = [0u32; BLOCK];
+        for _ in 0..(count - 1) / BLOCK {
+            let bits = *bytes.get(pos).filter(|&&b| b <= 32)?;
+            let packed = bytes.get(pos + 1..pos + 1 + BitPacker4x::compressed_block_size(bits))?;
+            pos += 1 + packed.len();
+            packer.decompress_strictly_sorted(Some(previous), packed, &mut block, bits);
+            // Gaps that overflow wrap around: the block no longer ascends.
+            if block[0] <= previous || block.windows(2).any(|w| w[0] >= w[1]) {
+                return None;
+            }
+            ordinals.extend_from_slice(&block);
+            previous = block[BLOCK - 1];
         }
-        ordinal = ordinal.checked_add(gap)?;
-        ordinals.push(u32::try_from(ordinal).ok()?);
+        for _ in 0..(count - 1) % BLOCK {
+            let gap = varint(bytes, &mut pos).filter(|&g| g > 0)?;
+            previous = u32::try_from(u64::from(previous) + gap).ok()?;
+            ordinals.push(previous);
+        }
+    }
+    if pos != bytes.len() {
+        return None;
     }
     RoaringBitmap::from_sorted_iter(ordinals).ok()
 }
@@ -359,7 +413,7 @@ mod tests {
 
         #[test]
         fn a_bitmap_reads_back_as_it_was_written(
-            ordinals in proptest::collection::vec(any::<u32>(), 0..400),
+            ordinals in proptest::collection::vec(any::<u32>(), 0..1_000),
             run in proptest::option::of((any::<u32>(), 0u32..200_000)),
         ) {
             let mut bitmap: RoaringBitmap = ordinals.into_iter().collect();
@@ -386,23 +440,54 @@ mod tests {
         check(&[], true);
         check(&[7], true);
         check(&[3, 1 << 20, 1 << 31, u32::MAX], true);
-        // Gaps of 200 cost two bytes an ordinal, as roaring's arrays do.
-        check(&(0..4_000).map(|i| i * 200).collect::<Vec<_>>(), false);
+        // Gaps of 200 take 8 bits, where roaring's arrays take 16.
+        check(&(0..4_000).map(|i| i * 200).collect::<Vec<_>>(), true);
         check(&(0..4_000).map(|i| i * 100_000).collect::<Vec<_>>(), true);
+        // Runs: no bit a gap.
+        check(&(0..300_000).collect::<Vec<_>>(), true);
+        // Eight of every ten ordinals: gaps of up to 3 take 2 bits, roaring's bitmap containers 1.25.
+        check(&(0..300_000).filter(|i| i % 10 > 1).collect::<Vec<_>>(), false);
+        // Past LIST_UP_TO, roaring whatever the gaps.
+        check(&(0..=LIST_UP_TO as u32).map(|i| i * 1_000).collect::<Vec<_>>(), false);
     }
 
     #[test]
     fn lists_that_do_not_ascend_within_u32_are_refused() {
-        let check = |gaps: &[u64], expected: Option<&[u32]>| {
+        let check = |count: u64, gaps: &[u64], expected: Option<&[u32]>| {
             let mut bytes = Vec::new();
+            put_varint(&mut bytes, count);
             gaps.iter().for_each(|&g| put_varint(&mut bytes, g));
-            assert_eq!(decode_list(&bytes), expected.map(|o| o.iter().copied().collect()), "{gaps:?}");
+            assert_eq!(decode_list(&bytes), expected.map(|o| o.iter().copied().collect()), "{count} {gaps:?}");
         };
-        check(&[0, 1, 2], Some(&[0, 1, 3]));
-        check(&[5, 0], None);
-        check(&[u64::from(u32::MAX), 1], None);
-        check(&[1 << 40], None);
+        check(3, &[0, 1, 2], Some(&[0, 1, 3]));
+        check(2, &[5, 0], None);
+        check(2, &[u64::from(u32::MAX), 1], None);
+        check(1, &[1 << 40], None);
+        // Fewer gaps than counted, and more.
+        check(3, &[1, 2], None);
+        check(1, &[1, 2], None);
+        // A count past LIST_UP_TO is refused before anything is allocated.
+        check(u64::MAX, &[], None);
         // A varint cut short.
-        assert_eq!(decode_list(&[0x80]), None);
+        assert_eq!(decode_list(&[1, 0x80]), None);
+    }
+
+    #[test]
+    fn packed_blocks_that_overflow_or_are_cut_short_are_refused() {
+        let mut bytes = Vec::new();
+        let ordinals: RoaringBitmap = (0..=BLOCK as u32).map(|i| u32::MAX - 1_000 + i * 3).collect();
+        assert!(encode(&ordinals, &mut bytes));
+        assert_eq!(decode_list(&bytes), Some(ordinals));
+        // The count and the first ordinal take 2 and 5 bytes, then the block's bit width.
+        assert_eq!(bytes[7], 2, "gaps of 3 less one");
+        let mut wide = bytes.clone();
+        wide[7] = 33;
+        assert_eq!(decode_list(&wide), None);
+        assert_eq!(decode_list(&bytes[..bytes.len() - 1]), None);
+        // Gaps of the widest kind wrap past u32::MAX.
+        let mut wrapping = bytes[..7].to_vec();
+        wrapping.push(32);
+        wrapping.extend(std::iter::repeat_n(0xff, BitPacker4x::compressed_block_size(32)));
+        assert_eq!(decode_list(&wrapping), None);
     }
 }

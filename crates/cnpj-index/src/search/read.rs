@@ -89,6 +89,9 @@ pub struct SearchIndex {
 
 /// Bitmaps of at least this many bytes are kept once read (about 1.5 % of the establishments).
 const CACHED_FROM: usize = 128 << 10;
+/// Lists of at least this many bytes too (some 25,000 ordinals or more): making a list's bitmap
+/// again costs more than reading roaring's.
+const LIST_CACHED_FROM: usize = 32 << 10;
 
 /// What the cache keeps: a big bitmap by its offset, or a costly condition's set by the
 /// condition written out (`plan`'s `Condition` in full, as `Debug` writes it).
@@ -221,7 +224,8 @@ impl SearchIndex {
     pub(super) fn bitmap(&self, keys: &Keys, i: usize) -> Result<Arc<RoaringBitmap>, SearchIndexError> {
         let span = keys.spans[i];
         let (start, len) = (span.at, span.len());
-        let cached = len >= CACHED_FROM;
+        let list = span.size & 1 == 1;
+        let cached = len >= if list { LIST_CACHED_FROM } else { CACHED_FROM };
         if cached && let Some(hit) = self.cached(&Cached::Bitmap(start)) {
             return Ok(hit);
         }
@@ -229,13 +233,13 @@ impl SearchIndex {
         if xxhash_rust::xxh3::xxh3_64(bytes) as u32 != span.checksum {
             return Err(self.corrupt(format!("the bitmap at {start} does not match its checksum")));
         }
-        let bitmap = match span.size & 1 {
-            1 => decode_list(bytes).ok_or_else(|| "a list of ordinals that does not ascend".to_owned()),
-            _ => RoaringBitmap::deserialize_from(bytes).map_err(|e| e.to_string()),
+        let bitmap = match list {
+            true => decode_list(bytes).ok_or_else(|| "a list of ordinals that does not read back".to_owned()),
+            false => RoaringBitmap::deserialize_from(bytes).map_err(|e| e.to_string()),
         };
         let bitmap = Arc::new(bitmap.map_err(|e| self.corrupt(format!("the bitmap at {start}: {e}")))?);
         if cached {
-            self.keep(Cached::Bitmap(start), &bitmap, len);
+            self.keep(Cached::Bitmap(start), &bitmap, bitmap.serialized_size());
         }
         Ok(bitmap)
     }
