@@ -7,10 +7,9 @@
 //! Lines text, or Parquet batches by `cnpj_store::ParquetColumns`), bounded queues between them
 //! and the job's thread, which writes; another renews the lease (with the rows written) until the
 //! job ends. A job writes `.<id>.<ext>.part` in the export folder (shared by replicas), renamed to
-//! `<id>.<ext>` once whole. Its rows are
-//! checked against those counted when it was accepted; any failure fails the job and gives its
-//! credits back (once). A process that dies leaves its job to the next claim once the lease ran
-//! out: the job runs again, charged once.
+//! `<id>.<ext>` once whole. Its rows are checked against those counted when it was accepted; any
+//! failure fails the job and gives its credits back (once). A process that dies leaves its job to
+//! the next claim once the lease ran out: the job runs again, charged once.
 
 use std::io::Write;
 use std::path::Path;
@@ -97,11 +96,12 @@ fn tick(state: &Shared) {
     }
 }
 
-/// The niceness of a job's threads (its readers' and its writer's), the lowest priority there is:
-/// on cores the API's requests want, the scheduler gives a job what they leave, so that an export
-/// never starves them (issue 42: detail lookups p99 ≤ 10 ms while a job runs). At 10, with the
-/// rows rendered on two threads, a job took enough of the cores for detail lookups' p99 to reach
-/// 14–16 ms at 1.0 (BENCHMARKS.md, "Export jobs at 1.0, third pass").
+/// The niceness of a job's threads (the job's own, which writes, and its readers, which inherit
+/// it), the lowest priority there is: on cores the API's requests want, the scheduler gives a job
+/// what they leave, so that an export never starves them (issue 42: detail lookups p99 ≤ 10 ms
+/// while a job runs). At 10, with the rows rendered on two threads, a job took enough of the
+/// cores for detail lookups' p99 to reach 14–16 ms at 1.0 (BENCHMARKS.md, "Export jobs at 1.0,
+/// third pass").
 const JOB_NICE: i32 = 19;
 
 /// Lowers the calling thread's priority to [`JOB_NICE`] (Linux: a thread's own niceness).
