@@ -15,8 +15,8 @@ ALTER TABLE metadata ADD PRIMARY KEY (key);
 CREATE INDEX estabelecimentos_basico ON estabelecimentos (cnpj_basico, cnpj_ordem);
 CREATE INDEX socios_basico ON socios (cnpj_basico);
 ALTER TABLE partner_identities ADD PRIMARY KEY (partner_id);
-CREATE INDEX partner_links_partner ON partner_links (partner_id);
-CREATE INDEX partner_links_basico ON partner_links (cnpj_basico);
+-- A partner's links (`partner_links` is a view of socios).
+CREATE INDEX socios_partner ON socios (partner_id);
 CREATE INDEX regimes_tributarios_basico ON regimes_tributarios (cnpj_basico, ano DESC, seq);
 
 -- Search filters.

@@ -73,13 +73,9 @@ CREATE UNLOGGED TABLE socios (
     seq bigint NOT NULL
 ) WITH (autovacuum_enabled = false);
 
--- Partners (contract §14): one row per socios row, and one per partner (see sql/duckdb/transform.sql).
-CREATE UNLOGGED TABLE partner_links (
-    partner_id text COLLATE "C" NOT NULL,
-    cnpj_basico text COLLATE "C" NOT NULL,
-    qualificacao text COLLATE "C" NOT NULL,
-    data_entrada date
-) WITH (autovacuum_enabled = false);
+-- Partners (contract §14): one row per partner, and a view of one row per socios row (see
+-- sql/duckdb/transform.sql).
+CREATE VIEW partner_links AS SELECT partner_id, cnpj_basico, qualificacao, data_entrada FROM socios;
 
 CREATE UNLOGGED TABLE partner_identities (
     partner_id text COLLATE "C" NOT NULL,

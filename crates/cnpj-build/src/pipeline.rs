@@ -357,14 +357,13 @@ pub fn build(opts: &BuildOptions, observer: &dyn Observer) -> Result<BuildReport
     files.sort_by_key(|f| f.id);
     timings.load = load_started.elapsed().as_secs_f64();
 
-    observer.stage("reconciling");
+    observer.stage("indexing the partners");
     let transform_started = Instant::now();
     loader.record(stored.into_iter().collect::<Result<Vec<_>, _>>()?);
+    let identities = loader.feed_partners(&serving, budget.sort_buffer)?;
+    tracing::debug!(identities, seconds = transform_started.elapsed().as_secs_f64(), "partners fed");
+    observer.stage("reconciling");
     let summary = loader.transform(files)?;
-    observer.stage("indexing the partners");
-    let partners_started = Instant::now();
-    let identities = loader.feed_partners(&serving)?;
-    tracing::debug!(identities, seconds = partners_started.elapsed().as_secs_f64(), "partners fed");
     timings.transform = transform_started.elapsed().as_secs_f64();
 
     let changes_started = Instant::now();

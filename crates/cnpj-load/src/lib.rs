@@ -12,6 +12,7 @@ mod loader;
 mod partners;
 pub mod postgres;
 mod runs;
+mod sorter;
 mod space;
 
 use std::path::{Path, PathBuf};
@@ -43,8 +44,6 @@ pub enum LoadError {
         "counts do not reconcile for {file}: {read} rows read, but {loaded} loaded + {duplicates} duplicates + {rejected} rejected"
     )]
     Reconcile { file: String, read: u64, loaded: u64, duplicates: u64, rejected: u64 },
-    #[error("counts do not reconcile for partner_links: {socios} socios rows, but {links} links")]
-    PartnerLinks { socios: u64, links: u64 },
     #[error("a merge stopped because its table's appender failed")]
     Stopped,
     /// The merge stores `socios` in company order; the partners' states are read in it.

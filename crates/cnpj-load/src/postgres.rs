@@ -18,11 +18,10 @@ const SCHEMA: &str = include_str!("../../../sql/postgres/schema.sql");
 const INDEXES: &str = include_str!("../../../sql/postgres/indexes.sql");
 
 /// The tables copied, biggest first so that the parallel streams finish together.
-const TABLES: [&str; 14] = [
+const TABLES: [&str; 13] = [
     "estabelecimentos",
     "empresas",
     "socios",
-    "partner_links",
     "partner_identities",
     "changes",
     "simples",

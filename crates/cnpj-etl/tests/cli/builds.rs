@@ -440,15 +440,21 @@ fn check_published_partners(client: &mut postgres::Client, db: &Path) {
     }
     let indexes: Vec<String> = client
         .query(
-            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'cnpj' AND tablename LIKE 'partner%' ORDER BY 1",
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'cnpj' \
+             AND (tablename LIKE 'partner%' OR tablename = 'socios') \
+             ORDER BY 1",
             &[],
         )
         .unwrap()
         .iter()
         .map(|r| r.get(0))
         .collect();
-    // A partner by id, the links both ways, and the partners' search (name, order, company).
+    // A partner by id, the links both ways (`partner_links` is a view of socios), and the
+    // partners' search (name, order, company).
     assert_eq!(indexes.len(), 6, "{indexes:?}");
+    for column in ["partner_id", "cnpj_basico"] {
+        assert!(indexes.iter().any(|i| i.contains(&format!("ON cnpj.socios USING btree ({column})"))), "{indexes:?}");
+    }
     assert!(indexes.iter().any(|i| i.contains("UNIQUE") && i.contains("partner_identities")), "{indexes:?}");
     assert!(indexes.iter().any(|i| i.contains("gin (nome_busca gin_trgm_ops)")), "{indexes:?}");
 }
