@@ -8,7 +8,8 @@
 //! id and a company's partners by the lookup file (`identities`). Without them (a Postgres
 //! dataset, or a term beyond the index) by SQL: Postgres has an index for each read
 //! (sql/postgres/indexes.sql); a DuckDB file finds a partner by id through the zone maps of
-//! `partner_identities` and `partner_links`, stored in `partner_id` order.
+//! `partner_identities`, stored in `partner_id` order, and its links by a scan of `socios`'
+//! `partner_id` column (`partner_links` is a view of `socios`).
 
 use std::collections::{BTreeSet, HashMap};
 
