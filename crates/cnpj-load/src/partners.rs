@@ -26,6 +26,11 @@ use cnpj_index::{PARTNER_IDENTITY_CELLS, PartnerFeed, ServingWriter};
 use duckdb::Connection;
 
 use crate::sorter::{Sorted, Sorter, put, take};
+
+/// A date as SQL writes it, from its days since 1970-01-01.
+fn date_text(days: i32) -> String {
+    cnpj_model::date_text(i64::from(days))
+}
 use crate::{LoadError, Loader, db};
 
 /// The identities' table, filled in `partner_id` order.
@@ -421,21 +426,6 @@ fn lookup_entries(links: &Sorted, feed: &mut PartnerFeed<'_>, ordinals: &[u32]) 
         feed.entry(&i.partner_id, identity, links)?;
         Ok(())
     })
-}
-
-/// A date as SQL writes it (`YYYY-MM-DD`), from its days since 1970-01-01 (the proleptic
-/// Gregorian calendar: Howard Hinnant's `civil_from_days`).
-fn date_text(days: i32) -> String {
-    let z = i64::from(days) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }
 
 #[cfg(test)]

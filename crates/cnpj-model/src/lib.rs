@@ -24,5 +24,5 @@ pub use record::{
 };
 pub use size::parse_size;
 pub mod filter;
-pub use utc::{utc_seconds, utc_text};
+pub use utc::{date_text, utc_seconds, utc_text};
 pub mod rows;

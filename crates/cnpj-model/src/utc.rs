@@ -1,10 +1,22 @@
 //! UTC instants as the project writes them (`YYYY-MM-DDTHH:MM:SSZ`: a build's `built_at`, the time
-//! a dataset is served since), from and to seconds since the Unix epoch (H. Hinnant's civil-date
-//! algorithms, proleptic Gregorian).
+//! a dataset is served since), from and to seconds since the Unix epoch, and dates from days since
+//! it (H. Hinnant's civil-date algorithms, proleptic Gregorian).
 
 /// `unix_seconds` as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_text(unix_seconds: i64) -> String {
     let (days, rem) = (unix_seconds.div_euclid(86_400), unix_seconds.rem_euclid(86_400));
+    let (y, m, d) = civil(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// A day counted from 1970-01-01 as `YYYY-MM-DD`, as SQL writes a date.
+pub fn date_text(days: i64) -> String {
+    let (y, m, d) = civil(days);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Year, month and day of a day counted from 1970-01-01 (`civil_from_days`).
+fn civil(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -13,8 +25,7 @@ pub fn utc_text(unix_seconds: i64) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// The seconds since the Unix epoch of a `YYYY-MM-DDTHH:MM:SSZ` text (`None` for anything else,
