@@ -123,12 +123,17 @@ impl Loader {
     /// Where the main tables' rows are sorted into runs, `buffer_bytes` per member at a time:
     /// a folder beside the temporary database, deleted with it.
     pub fn spill(&self, buffer_bytes: usize) -> Result<Spill, LoadError> {
-        let dir = self.runs_dir();
-        std::fs::create_dir_all(&dir).map_err(|source| LoadError::Io { path: dir.clone(), source })?;
-        Ok(Spill::new(dir, buffer_bytes))
+        Ok(Spill::new(self.runs_dir()?, buffer_bytes))
     }
 
-    pub(crate) fn runs_dir(&self) -> PathBuf {
+    /// The folder of the build's sorted runs, created when missing.
+    pub(crate) fn runs_dir(&self) -> Result<PathBuf, LoadError> {
+        let dir = self.runs_path();
+        std::fs::create_dir_all(&dir).map_err(|source| LoadError::Io { path: dir.clone(), source })?;
+        Ok(dir)
+    }
+
+    fn runs_path(&self) -> PathBuf {
         PathBuf::from(format!("{}.runs", self.tmp.display()))
     }
 
@@ -261,7 +266,7 @@ impl Loader {
         let _ = std::fs::remove_file(&self.tmp);
         let _ = std::fs::remove_file(format!("{name}.wal"));
         let _ = std::fs::remove_dir_all(format!("{name}.tmp"));
-        let _ = std::fs::remove_dir_all(self.runs_dir());
+        let _ = std::fs::remove_dir_all(self.runs_path());
         let (lookup, search) = self.serving_files();
         let _ = std::fs::remove_file(lookup);
         let _ = std::fs::remove_file(search);

@@ -14,8 +14,9 @@
 //! smallest by byte order, `documento` and `pais` the smallest that is not empty,
 //! `partner_basico` the greatest, `companies` its distinct companies, `first_entry` its first
 //! known date, and `nome_busca` its name folded as the search folds text (`cnpj_model::fold`).
-//! SQL did the same (a `GROUP BY` and three sorts of tens of millions of rows) at about four times
-//! the CPU and more memory than DuckDB was allowed (BENCHMARKS.md).
+//! SQL did the same (a `GROUP BY` and three sorts of tens of millions of rows) in about the same
+//! time at a full month, but 1.2 GB past the memory DuckDB was allowed (BENCHMARKS.md, "The
+//! partners sorted in Rust").
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,11 +27,6 @@ use cnpj_index::{PARTNER_IDENTITY_CELLS, PartnerFeed, ServingWriter};
 use duckdb::Connection;
 
 use crate::sorter::{Sorted, Sorter, put, take};
-
-/// A date as SQL writes it, from its days since 1970-01-01.
-fn date_text(days: i32) -> String {
-    cnpj_model::date_text(i64::from(days))
-}
 use crate::{LoadError, Loader, db};
 
 /// The identities' table, filled in `partner_id` order.
@@ -97,8 +93,7 @@ impl Loader {
     /// Makes `partner_identities` and feeds the partners to the serving files, sorting with
     /// buffers of `buffer_bytes`; returns the identities.
     pub fn feed_partners(&self, serving: &ServingWriter, buffer_bytes: usize) -> Result<u64, LoadError> {
-        let dir = self.runs_dir();
-        std::fs::create_dir_all(&dir).map_err(|source| LoadError::Io { path: dir.clone(), source })?;
+        let dir = self.runs_dir()?;
         let started = std::time::Instant::now();
         let step = |name: &str| tracing::debug!(step = name, seconds = started.elapsed().as_secs_f64(), "partners");
         let links = sort_links(self.conn(), serving, &dir, buffer_bytes)?;
@@ -171,15 +166,18 @@ fn link_key(key: &mut Vec<u8>, texts: [&str; 3], date: Option<i32>) {
 
 /// A link read back from its key: `partner_id`, company, qualification and date.
 fn link_of(key: &[u8]) -> ([&str; 3], Option<i32>) {
-    let mut parts = key.splitn(4, |&b| b == 0).map(|p| std::str::from_utf8(p).unwrap_or_default());
-    let texts = [(); 3].map(|()| parts.next().unwrap_or_default());
-    let date = match key.splitn(4, |&b| b == 0).nth(3) {
-        Some([_, days @ ..]) if days.len() == 4 => {
-            Some((u32::from_be_bytes(days.try_into().expect("4 bytes")) ^ 0x8000_0000) as i32)
-        }
+    let mut parts = key.splitn(4, |&b| b == 0);
+    let texts = [(); 3].map(|()| parts.next().map_or("", |p| std::str::from_utf8(p).unwrap_or_default()));
+    let date = match parts.next() {
+        Some(&[0, a, b, c, d]) => Some((u32::from_be_bytes([a, b, c, d]) ^ 0x8000_0000) as i32),
         _ => None,
     };
     (texts, date)
+}
+
+/// A date as SQL writes it, from its days since 1970-01-01.
+fn date_text(days: i32) -> String {
+    cnpj_model::date_text(i64::from(days))
 }
 
 /// One identity summed up from its links (see the module's docs).
@@ -216,8 +214,8 @@ impl Identity {
         self.link_ends.clear();
     }
 
-    fn add(&mut self, key: &[u8], mut payload: &[u8]) {
-        let ([_, basico, _], date) = link_of(key);
+    /// Adds a link: its key, the key read back ([`link_of`]) and its payload.
+    fn add(&mut self, key: &[u8], ([_, basico, _], date): ([&str; 3], Option<i32>), mut payload: &[u8]) {
         let mut field = || std::str::from_utf8(take(&mut payload)).unwrap_or_default();
         let (tipo, nome, documento, pais, partner_basico) = (field(), field(), field(), field(), field());
         let states = take(&mut payload).try_into().map_or(0, u32::from_le_bytes);
@@ -273,14 +271,15 @@ fn each_identity(links: &Sorted, each: &mut dyn FnMut(&Identity) -> Result<(), L
     let mut merge = links.merge()?;
     let mut identity = Identity::default();
     while let Some((key, payload)) = merge.next()? {
-        let partner_id = link_of(key).0[0];
+        let link = link_of(key);
+        let partner_id = link.0[0];
         if partner_id != identity.partner_id || identity.link_ends.is_empty() {
             if !identity.link_ends.is_empty() {
                 each(&identity)?;
             }
             identity.start(partner_id);
         }
-        identity.add(key, payload);
+        identity.add(key, link, payload);
     }
     if !identity.link_ends.is_empty() {
         each(&identity)?;
