@@ -17,7 +17,7 @@ CREATE INDEX socios_basico ON socios (cnpj_basico);
 ALTER TABLE partner_identities ADD PRIMARY KEY (partner_id);
 -- A partner's links (`partner_links` is a view of socios).
 CREATE INDEX socios_partner ON socios (partner_id);
-CREATE INDEX regimes_tributarios_basico ON regimes_tributarios (cnpj_basico, ano DESC, seq);
+CREATE INDEX regimes_tributarios_basico ON regimes_tributarios (cnpj_basico, ano DESC, source_file, seq);
 
 -- Search filters.
 CREATE INDEX estabelecimentos_cnae ON estabelecimentos (cnae_fiscal, cnpj);

@@ -227,9 +227,8 @@ fn sink_for(kind: FileKind, spill: &Spill) -> Box<dyn Sink> {
     }
 }
 
-/// Global reading order: the file's id in the high bits, the record's index in the low 40.
 fn provenance(id: i32, index: u64, rec: Record<'_>) -> Provenance {
-    Provenance { source_file: id, seq: (i64::from(id) << 40) | index as i64, row_hash: record_hash(&rec) }
+    Provenance::read(id, index, record_hash(&rec))
 }
 
 fn send(tx: &SyncSender<Batch>, batch: Batch) -> Result<(), BuildError> {

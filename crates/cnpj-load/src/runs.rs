@@ -404,7 +404,7 @@ pub(crate) fn merge<T: Keyed + Served>(
                     tabela: T::TABLE.to_owned(),
                     chave: row.chave(),
                     source_file: at.source_file,
-                    seq,
+                    seq: at.record(),
                     differs_from_winner: winner != at.row_hash,
                 });
                 if duplicates.len() >= batch_rows {

@@ -149,7 +149,7 @@ pub(crate) const PARTNER_COLUMNS: usize = 11;
 /// The tax-regime inputs of one company: its latest year's regime (first read wins a tie), and
 /// Simples' `opcao_simples` and `opcao_mei`.
 const REGIME: &str = "
-SELECT (SELECT regime FROM regimes_tributarios WHERE cnpj_basico = $1 ORDER BY ano DESC, seq LIMIT 1),
+SELECT (SELECT regime FROM regimes_tributarios WHERE cnpj_basico = $1 ORDER BY ano DESC, source_file, seq LIMIT 1),
        s.opcao_simples, s.opcao_mei
 FROM (SELECT 1) AS one LEFT JOIN simples s ON s.cnpj_basico = $1";
 
