@@ -211,17 +211,17 @@ fn decode(row: &[u8]) -> Result<Vec<Option<&str>>, IndexError> {
         .ok_or_else(|| IndexError::PreviousLookup { path: PathBuf::new(), reason: "a row does not decode".into() })
 }
 
-/// Establishment cells (see `feed.rs`): the ones compared, and where the establishment is.
+/// Establishment cells as stored (see `feed.rs`: the key gives the CNPJ and base): the ones
+/// compared, and where the establishment is.
 mod est {
-    pub const NOME_FANTASIA: usize = 1;
-    pub const SITUACAO: usize = 2;
-    pub const CNAE: usize = 3;
-    pub const CNAES_SECUNDARIOS: usize = 4;
-    pub const LOGRADOURO: usize = 5;
-    pub const MUNICIPIO: usize = 9;
-    pub const UF: usize = 10;
-    pub const CEP: usize = 11;
-    pub const BASICO: usize = 27;
+    pub const NOME_FANTASIA: usize = 0;
+    pub const SITUACAO: usize = 1;
+    pub const CNAE: usize = 2;
+    pub const CNAES_SECUNDARIOS: usize = 3;
+    pub const LOGRADOURO: usize = 4;
+    pub const MUNICIPIO: usize = 8;
+    pub const UF: usize = 9;
+    pub const CEP: usize = 10;
 }
 
 /// Company cells: razão social, natureza, porte, capital.
@@ -270,7 +270,7 @@ fn establishment(sink: &mut Sink, key: &str, old: &Cells, new: &Cells) -> Result
     // Where the establishment is now, or was last seen.
     let here = |i| if new.is_some() { n(i) } else { o(i) };
     let place = [here(est::UF), here(est::MUNICIPIO), here(est::CNAE)];
-    let basico = here(est::BASICO).unwrap_or(&key[..8]);
+    let basico = &key[..8];
     let mut emit = |event: &str, field: Option<&str>, old: Option<String>, new: Option<String>| {
         sink.emit(Some(key), basico, event, field, old, new, place)
     };
@@ -492,7 +492,7 @@ mod tests {
     /// An establishment row as `feed.rs` encodes it, with the compared cells set.
     fn est(situacao: &str, municipio: &str, cep: &str, cnaes: &str) -> Vec<Option<&'static str>> {
         let leak = |s: &str| Some(&*Box::leak(s.to_owned().into_boxed_str()));
-        let mut row = vec![Some(""); 28];
+        let mut row = vec![Some(""); 26];
         row[est::NOME_FANTASIA] = Some("LOJA");
         row[est::SITUACAO] = leak(situacao);
         row[est::CNAE] = Some("4711302");

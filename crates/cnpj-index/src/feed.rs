@@ -400,13 +400,13 @@ impl EstablishmentFeed<'_> {
 }
 
 /// An establishment's cells in the lookup file (the order the store reads them in, and the
-/// comparison's `est` positions). A list of fields: its length is theirs.
+/// comparison's `est` positions), but for the first and the last, its CNPJ and base, which the
+/// key gives (`Lookup` puts them back). A list of fields: its length is theirs.
 fn establishment_cells(cells: &mut Vec<u8>, r: &EstabelecimentoRow, opened: Option<&str>) {
     cells.clear();
     let situacao = date_cell(r.data_situacao_cadastral);
     let especial = date_cell(r.data_situacao_especial);
     for cell in [
-        &r.cnpj,
         &r.nome_fantasia,
         &r.situacao_cadastral,
         &r.cnae_fiscal,
@@ -430,7 +430,7 @@ fn establishment_cells(cells: &mut Vec<u8>, r: &EstabelecimentoRow, opened: Opti
     put_cell(cells, Some(&r.motivo_situacao_cadastral));
     put_cell(cells, Some(&r.situacao_especial));
     put_cell(cells, especial.as_deref());
-    for cell in [&r.nome_cidade_exterior, &r.pais, &r.ddd_2, &r.telefone_2, &r.ddd_fax, &r.fax, &r.cnpj_basico] {
+    for cell in [&r.nome_cidade_exterior, &r.pais, &r.ddd_2, &r.telefone_2, &r.ddd_fax, &r.fax] {
         put_cell(cells, Some(cell));
     }
 }

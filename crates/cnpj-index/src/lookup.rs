@@ -6,7 +6,9 @@
 //! used.
 //!
 //! Tables (each keyed by fixed-width ASCII keys, ascending): establishments by CNPJ (the store's
-//! establishment columns), companies by `cnpj_basico` (company columns), partners by
+//! establishment columns, but the first and the last, the CNPJ and its base, which the key gives:
+//! 22 bytes a row, 7 % of the establishments' compressed blocks; the reader puts them back),
+//! companies by `cnpj_basico` (company columns), partners by
 //! `cnpj_basico` (every partner's columns and the company a legal-entity partner is, in reading
 //! order, one entry per company), Simples by `cnpj_basico` (`opcao_simples`, `opcao_mei`), tax
 //! regimes by `cnpj_basico` (the latest year's regime, the first read winning a tie) and partner
@@ -16,11 +18,17 @@
 //! table in two halves cut between companies); a table's index lists the blocks of its lower
 //! part, then of its upper part.
 //!
-//! Layout: blocks, then the index of each table (key width, rows, and per block its first key,
-//! offset, compressed and raw sizes and the XXH3 of its compressed bytes), the build id, the
-//! index's offset and the magic. In a block, an entry is its key, a varint length and the row:
-//! per cell a varint `len + 1`, or 0 for NULL, and the bytes. A block whose checksum does not
-//! match is an error (the store then answers through SQL), never a wrong or missing row.
+//! Each table's blocks are compressed with a zstd dictionary trained on its first blocks (see
+//! [`TRAIN_BLOCKS`]: at 1.0, 10 % less than zstd alone for the establishments, companies and
+//! partners, 4 % for the partner identities; BENCHMARKS.md "The lookup file's dictionaries"); a
+//! table too small to train one, or whose blocks it does not make 5 % smaller, goes without.
+//!
+//! Layout: blocks, then the index of each table (key width, rows, per block its first key,
+//! offset, compressed and raw sizes and the XXH3 of its compressed bytes, and the dictionary
+//! with its XXH3, empty for none), the build id, the index's offset and the magic. In a block,
+//! an entry is its key, a varint length and the row: per cell a varint `len + 1`, or 0 for NULL,
+//! and the bytes. A block or dictionary whose checksum does not match is an error (the store then
+//! answers through SQL), never a wrong or missing row.
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -30,12 +38,24 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
-/// The version: 4 added the partner identities and a legal-entity partner's company to the
-/// partners' cells (3 had neither).
-const MAGIC: &[u8; 8] = b"CNPJLKP4";
+use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
+
+/// The version: 5 added a dictionary per table and left an establishment's CNPJ and base to its
+/// key; 4 the partner identities and a legal-entity partner's company to the partners' cells.
+const MAGIC: &[u8; 8] = b"CNPJLKP5";
 /// Uncompressed bytes per block: one block is read and inflated per lookup.
 const BLOCK_BYTES: usize = 16 * 1024;
 const ZSTD_LEVEL: i32 = 1;
+/// A table's first blocks, held back to train its dictionary on (all but an eighth) and to judge
+/// it by (the last eighth).
+const TRAIN_BLOCKS: usize = 512;
+/// A dictionary is kept where it makes the blocks it is judged by at least 5 % smaller: inflating
+/// a block with one costs about 3.5 µs more (18.9 against 22.3 µs for an establishments' block),
+/// and Simples' blocks, which compress 5 to 1 alone, came out larger with one.
+const KEEP_BELOW_PERCENT: usize = 95;
+/// A dictionary's largest size: 256 KiB gave 1 % less than zstd's default of 110 KiB on blocks
+/// sampled from a lookup file at 1.0.
+const DICTIONARY_BYTES: usize = 256 * 1024;
 
 /// A row as the store reads it: every cell as text, `None` for NULL.
 pub type TextRow = Vec<Option<String>>;
@@ -137,17 +157,19 @@ struct BlockRef {
     checksum: u64,
 }
 
-/// One table's index (or one part of it, while writing): the first key of every block.
+/// One table's index (or one part of it, while writing): the first key of every block, and (once
+/// read) the dictionary its blocks are inflated with.
 struct Table {
     key_width: usize,
     first_keys: Vec<u8>,
     blocks: Vec<BlockRef>,
     rows: u64,
+    dictionary: Option<DDict<'static>>,
 }
 
 impl Table {
     fn new(key_width: usize) -> Table {
-        Table { key_width, first_keys: Vec::new(), blocks: Vec::new(), rows: 0 }
+        Table { key_width, first_keys: Vec::new(), blocks: Vec::new(), rows: 0, dictionary: None }
     }
 
     fn first_key(&self, block: usize) -> &[u8] {
@@ -168,9 +190,124 @@ impl Table {
 /// A raw block on its way to the compressing thread, with the (table, part) it belongs to.
 type RawBlock = (usize, Vec<u8>);
 
-/// What the compressing thread returns: the file, and the (table, part), compressed size and
-/// checksum of every block, in file order.
-type Compressed = (BufWriter<File>, Vec<(usize, u32, u64)>);
+/// What the compressing thread returns: the file, the (table, part), compressed size and
+/// checksum of every block, in file order, and each table's dictionary (empty for none).
+type Compressed = (BufWriter<File>, Vec<(usize, u32, u64)>, Vec<Vec<u8>>);
+
+fn zstd_error(code: usize) -> std::io::Error {
+    std::io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(code)))
+}
+
+/// A table's dictionary: its first blocks while they are too few to train it, then the trained
+/// dictionary (`None` when training failed: too few or too alike samples).
+enum Dictionary {
+    Training(Vec<RawBlock>),
+    Trained(Option<(Vec<u8>, CDict<'static>)>),
+}
+
+/// The compressing thread's state: blocks are written in the order they arrive, except a
+/// table's first blocks, which wait for its dictionary.
+struct Compressing {
+    out: BufWriter<File>,
+    sizes: Vec<(usize, u32, u64)>,
+    context: CCtx<'static>,
+    compressed: Vec<u8>,
+    dictionaries: Vec<Dictionary>,
+}
+
+impl Compressing {
+    fn new(file: File) -> std::io::Result<Compressing> {
+        let context = CCtx::try_create().ok_or_else(|| std::io::Error::other("zstd: no compression context"))?;
+        Ok(Compressing {
+            out: BufWriter::with_capacity(1 << 20, file),
+            sizes: Vec::new(),
+            context,
+            compressed: Vec::new(),
+            dictionaries: LookupTable::ALL.iter().map(|_| Dictionary::Training(Vec::new())).collect(),
+        })
+    }
+
+    fn block(&mut self, slot: usize, raw: Vec<u8>) -> std::io::Result<()> {
+        match &mut self.dictionaries[slot / 2] {
+            Dictionary::Training(first) => {
+                first.push((slot, raw));
+                if first.len() >= TRAIN_BLOCKS {
+                    self.train(slot / 2)?;
+                }
+                Ok(())
+            }
+            Dictionary::Trained(_) => self.write(slot, &raw),
+        }
+    }
+
+    /// Trains table `table`'s dictionary on the blocks held back and keeps it if it pays (see
+    /// [`KEEP_BELOW_PERCENT`]), then writes them.
+    fn train(&mut self, table: usize) -> std::io::Result<()> {
+        let Dictionary::Training(first) = &mut self.dictionaries[table] else { return Ok(()) };
+        let first = std::mem::take(first);
+        let (training, judged) = first.split_at(first.len() - first.len() / 8);
+        let sizes: Vec<usize> = training.iter().map(|(_, raw)| raw.len()).collect();
+        let samples: Vec<u8> = training.iter().flat_map(|(_, raw)| raw.iter().copied()).collect();
+        let trained = zstd::dict::from_continuous(&samples, &sizes, DICTIONARY_BYTES)
+            .ok()
+            .and_then(|bytes| CDict::try_create(&bytes, ZSTD_LEVEL).map(|prepared| (bytes, prepared)));
+        let kept = match trained {
+            Some((bytes, prepared)) if !judged.is_empty() => {
+                let (mut with, mut without) = (0, 0);
+                for (_, raw) in judged {
+                    with += compress(&mut self.context, &mut self.compressed, raw, Some(&prepared))?;
+                    without += compress(&mut self.context, &mut self.compressed, raw, None)?;
+                }
+                (with * 100 <= without * KEEP_BELOW_PERCENT).then_some((bytes, prepared))
+            }
+            _ => None,
+        };
+        self.dictionaries[table] = Dictionary::Trained(kept);
+        first.into_iter().try_for_each(|(slot, raw)| self.write(slot, &raw))
+    }
+
+    fn write(&mut self, slot: usize, raw: &[u8]) -> std::io::Result<()> {
+        let dictionary = match &self.dictionaries[slot / 2] {
+            Dictionary::Trained(Some((_, prepared))) => Some(prepared),
+            _ => None,
+        };
+        compress(&mut self.context, &mut self.compressed, raw, dictionary)?;
+        self.out.write_all(&self.compressed)?;
+        let checksum = xxhash_rust::xxh3::xxh3_64(&self.compressed);
+        self.sizes.push((slot, self.compressed.len() as u32, checksum));
+        Ok(())
+    }
+
+    /// Trains the dictionaries of the tables that had too few blocks, writes their blocks.
+    fn finish(mut self) -> std::io::Result<Compressed> {
+        (0..self.dictionaries.len()).try_for_each(|table| self.train(table))?;
+        let dictionaries = self
+            .dictionaries
+            .into_iter()
+            .map(|d| match d {
+                Dictionary::Trained(Some((bytes, _))) => bytes,
+                _ => Vec::new(),
+            })
+            .collect();
+        Ok((self.out, self.sizes, dictionaries))
+    }
+}
+
+/// Compresses `raw` into `out`, with `dictionary` if given; the compressed size.
+fn compress(
+    context: &mut CCtx<'static>,
+    out: &mut Vec<u8>,
+    raw: &[u8],
+    dictionary: Option<&CDict<'static>>,
+) -> std::io::Result<usize> {
+    out.clear();
+    out.reserve(zstd_safe::compress_bound(raw.len()));
+    match dictionary {
+        Some(dictionary) => context.compress_using_cdict(out, raw, dictionary),
+        None => context.compress(out, raw, ZSTD_LEVEL),
+    }
+    .map_err(zstd_error)
+}
 
 fn slot(table: LookupTable, part: Part) -> usize {
     table as usize * 2 + usize::from(part == Part::Upper)
@@ -189,18 +326,13 @@ impl Writer {
     pub(crate) fn create(path: &Path) -> Result<Writer, LookupError> {
         let io = |source| LookupError::Io { path: path.to_owned(), source };
         let file = File::create(path).map_err(io)?;
-        let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
+        let mut state = Compressing::new(file).map_err(io)?;
         let (raw_blocks, received) = sync_channel::<RawBlock>(8);
         let compressing = std::thread::spawn(move || {
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            let mut sizes = Vec::new();
             for (slot, raw) in received {
-                let compressed = compressor.compress(&raw)?;
-                out.write_all(&compressed)?;
-                let checksum = xxhash_rust::xxh3::xxh3_64(&compressed);
-                sizes.push((slot, compressed.len() as u32, checksum));
+                state.block(slot, raw)?;
             }
-            Ok((out, sizes))
+            state.finish()
         });
         Ok(Writer { path: path.to_owned(), raw_blocks: Some(raw_blocks), compressing: Some(compressing) })
     }
@@ -236,7 +368,7 @@ impl Writer {
     /// Writes the index and the footer. `parts` are the finished table writers (a table or part
     /// that never got a writer is empty).
     pub(crate) fn finish(mut self, parts: Vec<FinishedPart>, build_id: &str) -> Result<(), LookupError> {
-        let (mut out, sizes) = self.done()?;
+        let (mut out, sizes, dictionaries) = self.done()?;
         let mut slots: Vec<Option<Table>> = (0..LookupTable::ALL.len() * 2).map(|_| None).collect();
         for FinishedPart(slot, table) in parts {
             slots[slot] = Some(table);
@@ -271,6 +403,10 @@ impl Writer {
                     index.extend_from_slice(&block.checksum.to_le_bytes());
                 }
             }
+            let dictionary = &dictionaries[table as usize];
+            put_varint(&mut index, dictionary.len() as u64);
+            index.extend_from_slice(dictionary);
+            index.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(dictionary).to_le_bytes());
         }
         put_varint(&mut index, build_id.len() as u64);
         index.extend_from_slice(build_id.as_bytes());
@@ -364,12 +500,12 @@ struct IndexReader<'a> {
     pos: usize,
 }
 
-impl IndexReader<'_> {
+impl<'a> IndexReader<'a> {
     fn varint(&mut self) -> Option<u64> {
         varint(self.bytes, &mut self.pos)
     }
 
-    fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
         let out = self.bytes.get(self.pos..self.pos.checked_add(n)?)?;
         self.pos += n;
         Some(out)
@@ -384,6 +520,15 @@ impl IndexReader<'_> {
             let (offset, compressed, raw) = (self.varint()?, self.varint()?, self.varint()?);
             let checksum = u64::from_le_bytes(self.bytes(8)?.try_into().ok()?);
             table.blocks.push(BlockRef { offset, compressed: compressed as u32, raw: raw as u32, checksum });
+        }
+        let n = self.varint()? as usize;
+        let dictionary = self.bytes(n)?;
+        let checksum = u64::from_le_bytes(self.bytes(8)?.try_into().ok()?);
+        if xxhash_rust::xxh3::xxh3_64(dictionary) != checksum {
+            return None;
+        }
+        if n > 0 {
+            table.dictionary = Some(DDict::try_create(dictionary)?);
         }
         Some(table)
     }
@@ -467,7 +612,7 @@ impl Lookup {
         self.scan(t, start, |key, value| match key[..8].cmp(basico) {
             std::cmp::Ordering::Less => Ok(true),
             std::cmp::Ordering::Equal => {
-                rows.push(row(value).ok_or_else(|| self.corrupt("a row does not decode"))?);
+                rows.push(self.row(LookupTable::Establishments, key, value)?);
                 Ok(true)
             }
             std::cmp::Ordering::Greater => Ok(false),
@@ -501,7 +646,7 @@ impl Lookup {
         mut each: impl FnMut(&[u8], &[u8]) -> Result<bool, LookupError>,
     ) -> Result<(), LookupError> {
         for block in &table.blocks[start.min(table.blocks.len())..] {
-            let raw = self.block(block)?;
+            let raw = self.block(table, block)?;
             let mut pos = 0;
             while pos < raw.len() {
                 let key = raw.get(pos..pos + table.key_width).ok_or_else(|| self.corrupt("a key is cut"))?;
@@ -538,7 +683,7 @@ impl Lookup {
     /// One block, read, checked and inflated (with the thread's inflater: making a zstd context
     /// costs more than inflating a block, and was 10 % of the API's CPU under detail lookups at
     /// 1.0 by `perf`, BENCHMARKS.md "Detail lookups with the metrics on").
-    fn block(&self, block: &BlockRef) -> Result<Vec<u8>, LookupError> {
+    fn block(&self, table: &Table, block: &BlockRef) -> Result<Vec<u8>, LookupError> {
         thread_local! {
             static INFLATER: RefCell<Option<Inflater>> = const { RefCell::new(None) };
         }
@@ -548,9 +693,22 @@ impl Lookup {
                 None => kept.insert(Inflater::new(self)?),
             };
             let mut raw = Vec::new();
-            inflater.block(self, block, &mut raw)?;
+            inflater.block(self, table, block, &mut raw)?;
             Ok(raw)
         })
+    }
+
+    /// The row of `key` in `table` as the store reads it, from its encoded cells `value`: an
+    /// establishment's CNPJ and base put back from its key.
+    fn row(&self, table: LookupTable, key: &[u8], value: &[u8]) -> Result<TextRow, LookupError> {
+        let corrupt = || self.corrupt("a row does not decode");
+        let mut row = row(value).ok_or_else(corrupt)?;
+        if table == LookupTable::Establishments {
+            let cnpj = std::str::from_utf8(key).ok().filter(|k| k.is_ascii() && k.len() == 14).ok_or_else(corrupt)?;
+            row.insert(0, Some(cnpj.to_owned()));
+            row.push(Some(cnpj[..8].to_owned()));
+        }
+        Ok(row)
     }
 
     fn corrupt(&self, reason: &str) -> LookupError {
@@ -564,19 +722,27 @@ pub(crate) type Entry<'a> = (&'a [u8], &'a [u8]);
 /// Reads, checks and inflates blocks with one zstd context and buffers kept across blocks (a
 /// context per block costs more than a 16 KiB block's inflating when a whole table is read).
 struct Inflater {
-    zstd: zstd::bulk::Decompressor<'static>,
+    zstd: DCtx<'static>,
     compressed: Vec<u8>,
 }
 
 impl Inflater {
     fn new(lookup: &Lookup) -> Result<Inflater, LookupError> {
-        let zstd =
-            zstd::bulk::Decompressor::new().map_err(|source| LookupError::Io { path: lookup.path.clone(), source })?;
+        let zstd = DCtx::try_create().ok_or_else(|| LookupError::Io {
+            path: lookup.path.clone(),
+            source: std::io::Error::other("zstd: no decompression context"),
+        })?;
         Ok(Inflater { zstd, compressed: Vec::new() })
     }
 
-    /// Block `block` of `lookup`, inflated into `raw`.
-    fn block(&mut self, lookup: &Lookup, block: &BlockRef, raw: &mut Vec<u8>) -> Result<(), LookupError> {
+    /// Block `block` of `table` of `lookup`, inflated into `raw`.
+    fn block(
+        &mut self,
+        lookup: &Lookup,
+        table: &Table,
+        block: &BlockRef,
+        raw: &mut Vec<u8>,
+    ) -> Result<(), LookupError> {
         self.compressed.resize(block.compressed as usize, 0);
         lookup
             .file
@@ -587,7 +753,11 @@ impl Inflater {
         }
         raw.clear();
         raw.reserve(block.raw as usize);
-        match self.zstd.decompress_to_buffer(&self.compressed, raw) {
+        let inflated = match &table.dictionary {
+            Some(dictionary) => self.zstd.decompress_using_ddict(raw, &self.compressed, dictionary),
+            None => self.zstd.decompress(raw, &self.compressed),
+        };
+        match inflated {
             Ok(n) if n == block.raw as usize => Ok(()),
             _ => Err(lookup.corrupt(&format!("the block at {} does not inflate", block.offset))),
         }
@@ -610,7 +780,7 @@ impl Entries<'_> {
     pub(crate) fn peek(&mut self) -> Result<Option<Entry<'_>>, LookupError> {
         while self.pos >= self.raw.len() {
             let Some(block) = self.table.blocks.get(self.next_block) else { return Ok(None) };
-            self.inflater.block(self.lookup, block, &mut self.raw)?;
+            self.inflater.block(self.lookup, self.table, block, &mut self.raw)?;
             self.pos = 0;
             self.next_block += 1;
         }
@@ -674,10 +844,10 @@ impl<'a> Reader<'a> {
         let kept = &mut self.kept[table as usize];
         let raw = match kept {
             Some((at, raw)) if *at == i => raw,
-            _ => &mut kept.insert((i, lookup.block(&t.blocks[i])?)).1,
+            _ => &mut kept.insert((i, lookup.block(t, &t.blocks[i])?)).1,
         };
         match lookup.value_in(t, raw, key.as_bytes())? {
-            Some(value) => row(value).map(Some).ok_or_else(|| lookup.corrupt("a row does not decode")),
+            Some(value) => lookup.row(table, key.as_bytes(), value).map(Some),
             None => Ok(None),
         }
     }
@@ -693,12 +863,18 @@ mod tests {
         row
     }
 
+    /// An establishment's row as read: the cells written, between its CNPJ and its base.
+    fn establishment(key: &str, cells: &[Option<&str>]) -> TextRow {
+        let mut row = vec![Some(key.to_owned())];
+        row.extend(cells.iter().map(|c| c.map(str::to_owned)));
+        row.push(Some(key[..8].to_owned()));
+        row
+    }
+
     /// Writes `rows` as establishments (lower part: the first half, upper: the rest, both at once)
-    /// and 2,000 companies, and reads every one back.
-    fn check(rows: &[(&str, Vec<Option<&str>>)]) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.lookup");
-        let writer = Writer::create(&path).unwrap();
+    /// and 2,000 companies.
+    fn write(path: &Path, rows: &[(&str, Vec<Option<&str>>)]) {
+        let writer = Writer::create(path).unwrap();
         let (lower, upper) = rows.split_at(rows.len() / 2);
         let parts = std::thread::scope(|scope| {
             let mut halves = Vec::new();
@@ -720,12 +896,18 @@ mod tests {
             parts
         });
         writer.finish(parts, "build-1").unwrap();
+    }
+
+    /// Writes `rows` and reads every one back.
+    fn check(rows: &[(&str, Vec<Option<&str>>)]) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        write(&path, rows);
         let lookup = Lookup::open(&path).unwrap();
         assert_eq!(lookup.build_id(), "build-1");
         assert_eq!(lookup.rows(LookupTable::Establishments), rows.len() as u64);
         for (key, cells) in rows {
-            let expected: TextRow = cells.iter().map(|c| c.map(str::to_owned)).collect();
-            assert_eq!(lookup.get(LookupTable::Establishments, key).unwrap(), Some(expected), "{key}");
+            assert_eq!(lookup.get(LookupTable::Establishments, key).unwrap(), Some(establishment(key, cells)), "{key}");
         }
         for i in [0, 1, 777, 1_999] {
             let expected = vec![Some("company".to_owned()), Some("y".repeat(i % 200))];
@@ -735,8 +917,7 @@ mod tests {
         // as `get` reads it, from blocks kept or not.
         let mut reader = lookup.reader();
         for (i, (key, cells)) in rows.iter().enumerate() {
-            let expected: TextRow = cells.iter().map(|c| c.map(str::to_owned)).collect();
-            assert_eq!(reader.get(LookupTable::Establishments, key).unwrap(), Some(expected), "{key}");
+            assert_eq!(reader.get(LookupTable::Establishments, key).unwrap(), Some(establishment(key, cells)), "{key}");
             let company = format!("{:08}", i % 2_000);
             assert_eq!(reader.get(LookupTable::Companies, &company).unwrap().unwrap()[0].as_deref(), Some("company"));
             let absent = format!("{key}x");
@@ -762,6 +943,78 @@ mod tests {
             .map(|(i, (k, v))| (k.as_str(), vec![Some(k.as_str()), (i % 3 != 0).then_some(v.as_str()), Some("")]))
             .collect();
         check(&rows);
+    }
+
+    #[test]
+    fn a_table_of_many_blocks_is_compressed_with_its_dictionary() {
+        // Words of a vocabulary too large to repeat within a block, as names and streets are.
+        let word = |n: u64| format!("{:x}", n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16);
+        let rows: Vec<(String, Vec<String>)> = (0..200_000u64)
+            .map(|i| {
+                let h = i.wrapping_mul(0xD1B5_4A32_D192_ED03) >> 20;
+                let cells = vec![word(h % 3_000), word(h / 3_000 % 3_000), format!("{:08}", h % 100_000_000)];
+                (format!("{:014}", i * 13), cells)
+            })
+            .collect();
+        let borrowed: Vec<(&str, Vec<Option<&str>>)> =
+            rows.iter().map(|(k, cells)| (k.as_str(), cells.iter().map(|c| Some(c.as_str())).collect())).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        write(&path, &borrowed);
+        let lookup = Lookup::open(&path).unwrap();
+        let table = &lookup.tables[LookupTable::Establishments as usize];
+        assert!(table.blocks.len() > TRAIN_BLOCKS, "{} blocks: the dictionary is trained early", table.blocks.len());
+        assert!(table.dictionary.is_some());
+        for (key, cells) in borrowed.iter().step_by(997) {
+            assert_eq!(lookup.get(LookupTable::Establishments, key).unwrap(), Some(establishment(key, cells)), "{key}");
+        }
+        // Smaller than the same blocks compressed alone.
+        let (mut with, mut without) = (0, 0);
+        for block in &table.blocks {
+            let raw = lookup.block(table, block).unwrap();
+            with += block.compressed as usize;
+            without += zstd::bulk::compress(&raw, ZSTD_LEVEL).unwrap().len();
+        }
+        assert!(with * 20 < without * 19, "{with} bytes with the dictionary, {without} without");
+        // The index is mostly the dictionary: a bit flipped there is seen when the file is opened.
+        drop(lookup);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let index_at = u64::from_le_bytes(bytes[bytes.len() - 16..bytes.len() - 8].try_into().unwrap()) as usize;
+        let dictionary_at = index_at + (bytes.len() - index_at) / 2;
+        bytes[dictionary_at] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(Lookup::open(&path), Err(LookupError::Invalid { .. })));
+    }
+
+    #[test]
+    fn a_dictionary_that_does_not_pay_is_left_out() {
+        // Random digits: what one block of them has in common with another, zstd finds alone.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        let writer = Writer::create(&path).unwrap();
+        let mut w = writer.table(LookupTable::Simples, Part::Lower).unwrap();
+        let mut state = 1u64;
+        let mut digits = || {
+            (0..200)
+                .map(|_| {
+                    state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    char::from(b'0' + (state >> 59) as u8 % 10)
+                })
+                .collect::<String>()
+        };
+        for i in 0..60_000 {
+            w.put(&format!("{i:08}"), &encoded(&[Some(&digits())])).unwrap();
+        }
+        let part = w.finish().unwrap();
+        writer.finish(vec![part], "b").unwrap();
+        let lookup = Lookup::open(&path).unwrap();
+        let table = &lookup.tables[LookupTable::Simples as usize];
+        assert!(table.blocks.len() > TRAIN_BLOCKS, "{} blocks", table.blocks.len());
+        assert!(table.dictionary.is_none());
+        assert_eq!(
+            lookup.get(LookupTable::Simples, "00059999").unwrap().unwrap()[0].as_deref().map(str::len),
+            Some(200)
+        );
     }
 
     #[test]
