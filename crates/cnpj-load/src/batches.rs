@@ -32,7 +32,7 @@ impl Provenance {
     }
 
     /// The record's index in its file: the `seq` column of the tables, which sit beside
-    /// `source_file` (the whole reading order would take twice the bits: at 1.0, 0.6 GB of the
+    /// `source_file` (the whole reading order would take twice the bits: at 1.0, 0.44 GB of the
     /// DuckDB file, as rows are stored in key order, not reading order).
     pub fn record(&self) -> i64 {
         self.seq & ((1 << Self::RECORD_BITS) - 1)
