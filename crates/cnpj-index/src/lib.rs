@@ -29,6 +29,20 @@ pub use search::{
     Condition, Flag, Matches, PartnerConditions, SearchIndex, SearchIndexError, UPPER, search_index_path,
 };
 
+/// Why a serving file whose magic is `found` is not read, `expected` being this version's: a file
+/// of an earlier (or later) format is named as such, and the way out given.
+fn refused_format(what: &str, found: &[u8], expected: &[u8; 8]) -> String {
+    if found.len() == expected.len() && found[..7] == expected[..7] {
+        format!(
+            "a {what} of format {}, and this version reads {}: build the month again",
+            String::from_utf8_lossy(found),
+            String::from_utf8_lossy(expected)
+        )
+    } else {
+        format!("not a {what}")
+    }
+}
+
 /// What can go wrong writing the serving files, in any of their parts: the lookup file, the
 /// search index, the feeds and the comparison with the previous month.
 #[derive(Debug, thiserror::Error)]

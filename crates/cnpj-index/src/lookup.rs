@@ -556,7 +556,7 @@ impl Lookup {
         let len = file.metadata().map_err(io)?.len();
         let mut tail = [0u8; 16];
         if len < 16 || file.read_exact_at(&mut tail, len - 16).is_err() || &tail[8..] != MAGIC {
-            return Err(invalid("not a lookup file of this version"));
+            return Err(invalid(&crate::refused_format("lookup file", &tail[8..], MAGIC)));
         }
         let index_at = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
         let index_len = (len - 16).checked_sub(index_at).ok_or_else(|| invalid("bad index offset"))?;
@@ -1054,6 +1054,25 @@ mod tests {
         for bad in ["00000002", "00000001", "0000003"] {
             assert!(matches!(writer.put(bad, &[]), Err(LookupError::Invalid { .. })), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_file_of_another_format_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lookup");
+        Writer::create(&path).unwrap().finish(Vec::new(), "b").unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 8..].copy_from_slice(b"CNPJLKP4");
+        std::fs::write(&path, &bytes).unwrap();
+        let error = Lookup::open(&path).unwrap_err().to_string();
+        assert!(
+            error.ends_with("a lookup file of format CNPJLKP4, and this version reads CNPJLKP5: build the month again"),
+            "{error}"
+        );
+        bytes[n - 8..].copy_from_slice(b"PAR1\0\0\0\0");
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(Lookup::open(&path).unwrap_err().to_string().ends_with("not a lookup file"));
     }
 
     #[test]

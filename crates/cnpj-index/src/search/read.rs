@@ -132,8 +132,11 @@ impl SearchIndex {
         let file = File::open(path).map_err(io)?;
         let map = map(&file).map_err(io)?;
         let len = map.len();
-        if len < 32 || &map[len - 8..] != MAGIC || &map[..8] != MAGIC {
-            return Err(invalid("not a search index of this version"));
+        if len < 32 {
+            return Err(invalid("not a search index"));
+        }
+        if let Some(found) = [&map[..8], &map[len - 8..]].into_iter().find(|magic| magic != MAGIC) {
+            return Err(invalid(&crate::refused_format("search index", found, MAGIC)));
         }
         let word = |at: usize| u64::from_le_bytes(map[at..at + 8].try_into().expect("8 bytes"));
         let (checksum, at) = (word(len - 24), word(len - 16) as usize);
@@ -396,6 +399,7 @@ mod tests {
         }
         std::fs::write(&path, bytes).unwrap();
         let error = SearchIndex::open(&path, 1 << 20).unwrap_err();
-        assert!(error.to_string().ends_with("not a search index of this version"), "{error}");
+        let expected = "a search index of format CNPJSRC2, and this version reads CNPJSRC8: build the month again";
+        assert!(error.to_string().ends_with(expected), "{error}");
     }
 }
